@@ -1,0 +1,119 @@
+# icxtrace build.  `make` builds everything into build/; `make test` runs every test; `make demo` runs
+# the main job on the simulated node.  Debian packages are checked (and installed when root) first.
+CUDA_HOME ?= /usr/local/cuda
+CC ?= cc
+BUILD ?= build
+O := $(BUILD)/obj
+
+WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wpointer-arith \
+        -Wformat=2 -Wno-format-nonliteral -Wundef
+CSTD := -std=c11 -D_GNU_SOURCE
+OPT ?= -O2 -g
+SAN ?=
+BASE_CFLAGS := $(CSTD) $(WARN) $(OPT) $(SAN) -Iinclude -I$(CUDA_HOME)/include
+LIB_CFLAGS := $(BASE_CFLAGS) -fPIC -fvisibility=hidden -ftls-model=initial-exec -Ipreload
+
+PRELOAD_SRC := $(wildcard preload/*.c)
+ANALYZER_LIB_SRC := $(filter-out analyzer/main.c,$(wildcard analyzer/*.c))
+SIM_CUDART_SRC := tests/sim/cudart.c tests/sim/topo_file.c
+SIM_NVML_SRC := tests/sim/nvml.c tests/sim/topo_file.c
+
+LIBICX := $(BUILD)/lib/libicxtrace.so
+ANALYZE := $(BUILD)/bin/icx-analyze
+ICXRUN := $(BUILD)/bin/icx-run
+SIM_CUDART := $(BUILD)/sim/lib/libcudart.so.13
+SIM_NVML := $(BUILD)/sim/lib/libnvidia-ml.so.1
+TEST_PROGS := $(patsubst tests/e2e/%.c,$(BUILD)/tests/%,$(wildcard tests/e2e/*.c))
+UNIT_PROGS := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit_%,$(wildcard tests/unit/*.c))
+BENCH_PROGS := $(BUILD)/bench/bench_copy $(BUILD)/bench/libnullcudart.so.13
+
+.PHONY: all deps test demo sanitize bench clean format
+all: deps-ok $(LIBICX) $(ANALYZE) $(ICXRUN) $(SIM_CUDART) $(SIM_NVML) $(TEST_PROGS) $(UNIT_PROGS) \
+     $(BENCH_PROGS)
+
+# Checked once per build directory; tools/install-deps.sh installs (root) or names what is missing.
+deps-ok: $(BUILD)/.deps-ok
+$(BUILD)/.deps-ok: tools/install-deps.sh
+	@CUDA_HOME=$(CUDA_HOME) sh tools/install-deps.sh
+	@mkdir -p $(BUILD) && touch $@
+.PHONY: deps-ok
+
+$(O)/preload/%.o: preload/%.c $(wildcard preload/*.h) $(wildcard include/icx/*)
+	@mkdir -p $(dir $@)
+	$(CC) $(LIB_CFLAGS) -c $< -o $@
+
+$(LIBICX): $(patsubst %.c,$(O)/%.o,$(PRELOAD_SRC)) preload/exports.map
+	@mkdir -p $(dir $@)
+	$(CC) -shared $(SAN) -Wl,--version-script=preload/exports.map -Wl,-z,nodelete -o $@ \
+	    $(filter %.o,$^) -lzstd -lunwind -ldl -lpthread
+
+$(O)/analyzer/%.o: analyzer/%.c $(wildcard analyzer/*.h) $(wildcard include/icx/*)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -Ianalyzer -c $< -o $@
+
+$(BUILD)/lib/libicxreader.a: $(patsubst %.c,$(O)/%.o,$(ANALYZER_LIB_SRC))
+	@mkdir -p $(dir $@)
+	ar rcs $@ $^
+
+$(ANALYZE): $(O)/analyzer/main.o $(BUILD)/lib/libicxreader.a
+	@mkdir -p $(dir $@)
+	$(CC) $(SAN) -o $@ $^ -lzstd -lm
+
+$(ICXRUN): tools/icx-run
+	@mkdir -p $(dir $@)
+	install -m 755 $< $@
+
+# ---- simulated hardware (never linked into the tracer) ----
+$(O)/sim/%.o: tests/sim/%.c $(wildcard tests/sim/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -fPIC -fvisibility=hidden -Itests/sim -Ipreload -c $< -o $@
+
+$(SIM_CUDART): $(patsubst tests/sim/%.c,$(O)/sim/%.o,$(SIM_CUDART_SRC)) tests/sim/cudart.map
+	@mkdir -p $(dir $@)
+	$(CC) -shared $(SAN) -Wl,-soname,libcudart.so.13 -Wl,--version-script=tests/sim/cudart.map \
+	    -o $@ $(filter %.o,$^) -lpthread -lm
+	ln -sf libcudart.so.13 $(BUILD)/sim/lib/libcudart.so
+
+$(SIM_NVML): $(patsubst tests/sim/%.c,$(O)/sim/%.o,$(SIM_NVML_SRC)) tests/sim/nvml.map
+	@mkdir -p $(dir $@)
+	$(CC) -shared $(SAN) -Wl,-soname,libnvidia-ml.so.1 -Wl,--version-script=tests/sim/nvml.map \
+	    -o $@ $(filter %.o,$^) -lpthread -lm
+
+# Test workloads compile against the real CUDA headers and link the (simulated) libcudart.
+$(BUILD)/tests/%: tests/e2e/%.c $(SIM_CUDART)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -o $@ $< -L$(BUILD)/sim/lib -lcudart -lpthread
+
+$(BUILD)/tests/unit_%: tests/unit/%.c $(BUILD)/lib/libicxreader.a
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -Ianalyzer -Ipreload -o $@ $< $(BUILD)/lib/libicxreader.a -lzstd -lm
+
+$(BUILD)/bench/libnullcudart.so.13: bench/nullcudart.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -fPIC -shared -Wl,-soname,libcudart.so.13 \
+	    -Wl,--version-script=tests/sim/cudart.map -o $@ $<
+
+$(BUILD)/bench/bench_copy: bench/bench_copy.c $(BUILD)/bench/libnullcudart.so.13
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -O2 -o $@ $< -L$(BUILD)/bench -l:libnullcudart.so.13 -Wl,-rpath,'$$ORIGIN'
+
+test: all
+	@BUILD=$(BUILD) sh tests/run.sh
+	@if [ -z "$(SAN)" ] && [ -z "$(NO_SANITIZE)" ]; then $(MAKE) --no-print-directory sanitize; fi
+
+# The same tests with ASan+UBSan in the tracer, the analyzer and the simulated hardware.
+sanitize:
+	@$(MAKE) --no-print-directory BUILD=build/san SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" OPT="-O1 -g" all
+	@BUILD=build/san ICX_TEST_SANITIZE=1 sh tests/run.sh
+
+demo: all
+	@BUILD=$(BUILD) sh tools/demo.sh
+
+bench: all
+	@BUILD=$(BUILD) sh bench/run.sh
+
+format:
+	clang-format -i preload/*.[ch] analyzer/*.[ch] include/icx/*.h tests/sim/*.[ch] tests/e2e/*.c tests/unit/*.c bench/*.c
+
+clean:
+	rm -rf build

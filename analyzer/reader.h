@@ -1,0 +1,104 @@
+/* Trace reader: validates and decodes icxtrace files (format: include/icx/trace_format.h) into
+ * per-process tables.  Never trusts its input: every length is checked, a corrupt or truncated
+ * frame is skipped and counted, and reading resumes at the next intact frame. */
+#ifndef ICX_READER_H
+#define ICX_READER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "icx/trace_format.h"
+
+#define ICX_RD_MAX_DEV 64
+
+struct icx_copy {
+    uint32_t api, tid;
+    int32_t src, dst, result;
+    uint32_t copy_id;
+    uint64_t bytes, stream;
+    int64_t ts, dur;            /* ticks while reading; ns (monotonic) after finish */
+    double t_enter, t_exit;     /* host monotonic seconds */
+    double gpu_start, gpu_end;  /* host monotonic seconds; 0 when not GPU-timed */
+};
+
+struct icx_span {
+    uint32_t copy_id;
+    uint64_t start_ns, end_ns;
+};
+
+struct icx_clockpt {
+    uint64_t ticks, mono_ns, real_ns;
+};
+
+struct icx_rd_device {
+    int present;
+    char name[128], bus[32];
+    int numa;
+};
+
+struct icx_rd_link {
+    int32_t src, dst;
+    uint32_t kind, nlinks, flags;
+    uint64_t capacity_bps;
+};
+
+struct icx_proc {
+    char *path;              /* file it came from */
+    uint64_t stream_id, features;
+    unsigned version_major, version_minor;
+    int32_t pid, ppid, rank, local_rank, world_size, local_world_size;
+    char *host, *job_id, *cmdline, *exe;
+    char **strings;          /* by id */
+    size_t nstrings;
+    struct icx_clockpt *clocks;
+    size_t nclocks, cap_clocks;
+    struct icx_copy *copies;
+    size_t ncopies, cap_copies;
+    struct icx_span *spans;
+    size_t nspans, cap_spans;
+    uint64_t nallocs, nfrees;
+    struct icx_rd_device dev[ICX_RD_MAX_DEV];
+    struct icx_rd_link *links;
+    size_t nlinks, cap_links;
+    char **notes;
+    int *note_severity;
+    size_t nnotes;
+    uint64_t events_recorded, lost[ICX_LOST_SLOTS];
+    int ended, exit_status;
+    uint64_t nstacks, nsymbols;
+    double t_first, t_last;  /* monotonic seconds covered by the trace */
+    /* tick -> ns mapping, from the CLOCK records */
+    double slope, intercept;
+};
+
+struct icx_input {
+    char *path;
+    uint64_t size, frames, frames_bad, bytes_skipped;
+    unsigned processes;
+};
+
+struct icx_trace {
+    struct icx_proc **procs;
+    size_t nprocs, cap_procs;
+    struct icx_input *inputs;
+    size_t ninputs, cap_inputs;
+};
+
+/* Read one file (a trace, or a concatenation of traces).  0 on success, including a damaged file
+ * whose intact frames were read (the damage is counted in its icx_input); -1 for a file that is
+ * not a readable trace at all, with a one-line reason in err. */
+int icx_read_file(struct icx_trace *t, const char *path, char *err, size_t errlen);
+/* Read a path that may be a directory (every *.icx.zst inside, sorted).  Returns the number of
+ * files that failed; their errors go to stderr. */
+int icx_read_path(struct icx_trace *t, const char *path);
+/* Decode an in-memory trace (used by the file reader and the fuzz targets). */
+int icx_read_buffer(struct icx_trace *t, const char *name, const uint8_t *buf, size_t len,
+                    char *err, size_t errlen);
+void icx_trace_free(struct icx_trace *t);
+
+const char *icx_record_name(unsigned type);
+const char *icx_api_name(unsigned api);
+const char *icx_lost_name(unsigned cause);
+const char *icx_link_kind_name(unsigned kind);
+
+#endif

@@ -1,0 +1,43 @@
+/* Reports computed from a read trace.  Each report has compute / print (text) / json / free. */
+#ifndef ICX_REPORT_H
+#define ICX_REPORT_H
+
+#include <stdio.h>
+
+#include "json.h"
+#include "reader.h"
+
+struct icx_link_row {
+    const char *host;
+    int src, dst;
+    char src_bus[32], dst_bus[32], device_name[128];
+    unsigned kind, nlinks, flags;
+    double capacity_bps;
+    uint64_t ops, bytes, errors, timed_ops, timed_bytes;
+    double host_time;    /* s, sum of host call durations */
+    double busy_timed;   /* s, union of GPU intervals of the timed copies */
+    double busy_est;     /* s, busy_timed scaled to all bytes */
+    double achieved_bps, efficiency, utilization;
+    double window, window_lo, window_hi;
+    double *iv;          /* GPU intervals, pairs */
+    size_t niv, cap_iv;
+};
+
+struct icx_links {
+    struct icx_link_row *rows;
+    size_t n, active;
+    double max_over_mean, cv;
+};
+
+int icx_links_compute(const struct icx_trace *t, struct icx_links *L);
+void icx_links_print(FILE *out, const struct icx_links *L);
+void icx_links_json(struct icx_json *j, const struct icx_links *L);
+void icx_links_free(struct icx_links *L);
+
+/* report_summary.c: inputs, processes, loss, notes. */
+void icx_summary_print(FILE *out, const struct icx_trace *t);
+void icx_summary_json(struct icx_json *j, const struct icx_trace *t);
+
+void icx_fmt_bytes(char *buf, size_t len, double bytes);
+
+#endif

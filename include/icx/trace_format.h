@@ -1,0 +1,239 @@
+/* icxtrace trace format, version 1.0.  This comment is the normative specification; docs/FORMAT.md
+ * explains it with examples.  Shared by the tracer (writer) and the analyzer (reader).
+ *
+ * 1. Container.  A trace file is a sequence of zstd frames (RFC 8878).  Every frame decompresses to
+ *    a whole number of records; no record spans two frames.  A file may hold several process streams
+ *    one after another (`cat a.icx.zst b.icx.zst` is a valid two-process trace).  A process stream
+ *    starts with a frame whose first record is FILE_HEADER and ends, when the process finished
+ *    normally, with a frame holding END.  A stream without END was cut short (killed process): every
+ *    complete frame before the cut is valid data.  Readers skip zstd skippable frames.
+ *
+ * 2. Records.  All integers little-endian, fixed width; every record starts with struct icx_rec:
+ *      type (u16, from events.def), size (u16, bytes including this header, a multiple of 8,
+ *      >= 8), aux (u32, meaning per type).
+ *    A reader skips records whose type it does not know, using size.  Records may grow at the end in
+ *    later minor versions: a reader uses the fields it knows and ignores the rest, and treats a
+ *    record shorter than the size it knows as corrupt.  Strings are UTF-8, NUL-terminated and
+ *    NUL-padded to a multiple of 8.
+ *
+ * 3. FILE_HEADER.  magic 0x31584349 ("ICX1" as bytes): a reader that sees 0x49435831 is reading a
+ *    byte-swapped (big-endian) writer's file and rejects it in v1.  version major.minor; the oldest
+ *    reader version able to read it (oldest_major.oldest_minor); header_size; feature bits
+ *    (ICX_FEAT_*); a random 64-bit stream id.  A reader refuses streams whose oldest_major is above
+ *    its own major.
+ *
+ * 4. Time.  Event timestamps are in "ticks" of the stream's clock.  With ICX_FEAT_TSC ticks are the
+ *    CPU's invariant TSC; otherwise they are CLOCK_MONOTONIC nanoseconds.  CLOCK records pair a
+ *    tick value with CLOCK_MONOTONIC and CLOCK_REALTIME nanoseconds taken at the same moment; each
+ *    stream has at least one at its start and one per flush.  Readers map ticks to monotonic ns by
+ *    the least-squares line through the stream's CLOCK pairs (or 1:1 without ICX_FEAT_TSC), and to
+ *    wall time by (realtime - monotonic) of the first CLOCK record, which is how traces from different
+ *    hosts are aligned.  GPU_SPAN times are CLOCK_MONOTONIC ns of the host that wrote them.
+ *
+ * 5. Blocks and delta encoding.  A BLOCK record (aux = thread id, base = ticks) precedes a run of
+ *    EVENT-category records of that thread; the run ends at the next BLOCK or at the end of the
+ *    frame.  META records may appear inside a run and do not change it.  In EVENT records `ts` is stored as a signed delta from the previous
+ *    EVENT's ts in the same block (the first: from the block base), and `dur` is exit - enter ticks.
+ *
+ * 6. Identity.  PROCESS gives pid, ppid, rank, local rank, world size, local world size (-1 when
+ *    unknown) and string ids of host name, job id, command line (arguments separated by spaces) and
+ *    executable.  STRING records (aux = id, ids start at 1) intern strings; an id is defined before
+ *    it is used.  THREAD names a thread id.  DEVICE describes a CUDA device the process touched;
+ *    LINK a device-to-device link found in the hardware (kind, capacity).
+ *
+ * 7. Loss.  LOST carries counters by cause (lost.def), cumulative since the start of the stream; the
+ *    last LOST record of a stream is authoritative.  NOTE (aux = severity) carries a string id with a
+ *    human-readable fact the tracer could not express otherwise (e.g. a statically linked cudart).
+ *
+ * 8. Stacks.  STACK (aux = stack id) lists return addresses, innermost first.  A STACK_REF (aux =
+ *    stack id) directly after an EVENT record gives that event's call stack.  SYMBOL maps an address
+ *    to a string id "function+0xoff (module)", written at the end of the stream.
+ *
+ * Version history: 1.0 (this). */
+#ifndef ICX_TRACE_FORMAT_H
+#define ICX_TRACE_FORMAT_H
+
+#include <stdint.h>
+
+#define ICX_MAGIC 0x31584349u /* "ICX1" */
+#define ICX_MAGIC_SWAPPED 0x49435831u
+#define ICX_VERSION_MAJOR 1
+#define ICX_VERSION_MINOR 0
+#define ICX_OLDEST_MAJOR 1
+#define ICX_OLDEST_MINOR 0
+
+/* Feature bits of FILE_HEADER.features. */
+#define ICX_FEAT_TSC (1ull << 0)    /* event ticks are TSC, mapped through CLOCK records */
+#define ICX_FEAT_DELTA (1ull << 1)  /* EVENT ts are delta-encoded within BLOCKs (always set in 1.x) */
+#define ICX_FEAT_STACKS (1ull << 2) /* the stream may contain STACK / STACK_REF / SYMBOL */
+
+enum icx_record_type {
+#define ICX_RECORD(id, name, cat, str) ICX_REC_##name = id,
+#include "events.def"
+#undef ICX_RECORD
+};
+
+enum icx_record_category { ICX_CAT_META, ICX_CAT_EVENT, ICX_CAT_GPU };
+
+enum icx_api {
+#define ICX_API(id, name) ICX_API_##name = id,
+#include "apis.def"
+#undef ICX_API
+};
+
+enum icx_lost_cause {
+#define ICX_LOST(idx, name, desc) ICX_LOST_##name = idx,
+#include "lost.def"
+#undef ICX_LOST
+    ICX_LOST_NCAUSES
+};
+
+#define ICX_LOST_SLOTS 16 /* LOST records always carry this many counters */
+_Static_assert(ICX_LOST_NCAUSES <= ICX_LOST_SLOTS, "lost.def outgrew the LOST record");
+
+struct icx_rec {
+    uint16_t type;
+    uint16_t size;
+    uint32_t aux;
+};
+_Static_assert(sizeof(struct icx_rec) == 8, "icx_rec");
+
+struct icx_file_header {
+    struct icx_rec h;
+    uint32_t magic;
+    uint16_t version_major, version_minor;
+    uint16_t oldest_major, oldest_minor;
+    uint32_t header_size; /* sizeof this record as written */
+    uint64_t features;
+    uint64_t stream_id;
+};
+_Static_assert(sizeof(struct icx_file_header) == 40, "icx_file_header");
+
+struct icx_rec_string { /* aux = string id; NUL-terminated text follows, padded to 8 */
+    struct icx_rec h;
+};
+
+struct icx_rec_process {
+    struct icx_rec h;
+    int32_t pid, ppid;
+    int32_t rank, local_rank;
+    int32_t world_size, local_world_size;
+    uint32_t host, job_id; /* string ids */
+    uint32_t cmdline, exe; /* string ids */
+};
+_Static_assert(sizeof(struct icx_rec_process) == 48, "icx_rec_process");
+
+struct icx_rec_clock {
+    struct icx_rec h;
+    uint64_t ticks;
+    uint64_t mono_ns;
+    uint64_t real_ns;
+};
+_Static_assert(sizeof(struct icx_rec_clock) == 32, "icx_rec_clock");
+
+struct icx_rec_thread { /* aux = tid */
+    struct icx_rec h;
+    uint32_t name; /* string id */
+    uint32_t flags;
+};
+_Static_assert(sizeof(struct icx_rec_thread) == 16, "icx_rec_thread");
+
+struct icx_rec_block { /* aux = tid */
+    struct icx_rec h;
+    uint64_t base_ticks;
+};
+_Static_assert(sizeof(struct icx_rec_block) == 16, "icx_rec_block");
+
+struct icx_rec_lost {
+    struct icx_rec h;
+    uint64_t events_recorded;
+    uint64_t count[ICX_LOST_SLOTS];
+};
+_Static_assert(sizeof(struct icx_rec_lost) == 144, "icx_rec_lost");
+
+/* Link kinds in DEVICE/LINK records. */
+enum icx_link_kind { ICX_LINK_UNKNOWN = 0, ICX_LINK_NVLINK = 1, ICX_LINK_PCIE = 2 };
+
+struct icx_rec_device { /* aux = CUDA device ordinal in this process */
+    struct icx_rec h;
+    uint32_t name, pci_bus_id; /* string ids */
+    int32_t numa_node;          /* -1 unknown */
+    uint32_t flags;
+};
+_Static_assert(sizeof(struct icx_rec_device) == 24, "icx_rec_device");
+
+struct icx_rec_link { /* aux = enum icx_link_kind */
+    struct icx_rec h;
+    int32_t src_dev, dst_dev;
+    uint32_t nlinks;           /* NVLink lanes between them (direct or through NVSwitch), 0 for PCIe */
+    uint32_t flags;            /* ICX_LINKF_* */
+    uint64_t capacity_bps;     /* bytes per second per direction, 0 unknown */
+};
+_Static_assert(sizeof(struct icx_rec_link) == 32, "icx_rec_link");
+#define ICX_LINKF_NVSWITCH 1u
+
+struct icx_rec_stack { /* aux = stack id; `depth` return addresses follow */
+    struct icx_rec h;
+    uint32_t depth, pad;
+};
+_Static_assert(sizeof(struct icx_rec_stack) == 16, "icx_rec_stack");
+
+struct icx_rec_symbol {
+    struct icx_rec h;
+    uint64_t addr;
+    uint32_t text; /* string id */
+    uint32_t pad;
+};
+_Static_assert(sizeof(struct icx_rec_symbol) == 24, "icx_rec_symbol");
+
+struct icx_rec_note { /* aux = severity: 0 info, 1 warning */
+    struct icx_rec h;
+    uint32_t text; /* string id */
+    uint32_t pad;
+};
+_Static_assert(sizeof(struct icx_rec_note) == 16, "icx_rec_note");
+
+struct icx_rec_end {
+    struct icx_rec h;
+    int32_t exit_status; /* -1 unknown; signal number as 128+N when killed by a handled signal */
+    uint32_t pad;
+};
+_Static_assert(sizeof(struct icx_rec_end) == 16, "icx_rec_end");
+
+/* Common prefix of every EVENT-category record. */
+struct icx_rec_event {
+    struct icx_rec h; /* aux = enum icx_api */
+    int64_t ts;       /* ticks (delta-encoded on disk, see 5.) */
+    uint64_t dur;     /* ticks */
+};
+_Static_assert(sizeof(struct icx_rec_event) == 24, "icx_rec_event");
+
+/* A host-to-device-to-device copy between two different devices. */
+struct icx_rec_cuda_copy {
+    struct icx_rec_event e;
+    uint64_t bytes;
+    uint64_t stream;   /* cudaStream_t value as issued (0 = legacy default stream) */
+    int32_t src_dev, dst_dev;
+    int32_t result;    /* cudaError_t returned to the caller */
+    uint32_t copy_id;  /* nonzero: a GPU_SPAN with this id carries its device-side timing */
+};
+_Static_assert(sizeof(struct icx_rec_cuda_copy) == 56, "icx_rec_cuda_copy");
+
+struct icx_rec_cuda_alloc { /* CUDA_ALLOC and CUDA_FREE */
+    struct icx_rec_event e;
+    uint64_t ptr;
+    uint64_t bytes; /* 0 for CUDA_FREE */
+    int32_t device;
+    int32_t result;
+};
+_Static_assert(sizeof(struct icx_rec_cuda_alloc) == 48, "icx_rec_cuda_alloc");
+
+struct icx_rec_gpu_span { /* aux = device that executed the work */
+    struct icx_rec h;
+    uint32_t copy_id;
+    uint32_t pad;
+    uint64_t start_ns, end_ns; /* CLOCK_MONOTONIC ns of the writing host */
+};
+_Static_assert(sizeof(struct icx_rec_gpu_span) == 32, "icx_rec_gpu_span");
+
+#endif

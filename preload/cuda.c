@@ -1,0 +1,499 @@
+/* CUDA runtime hooks: device-to-device copies between two different devices (cudaMemcpyPeer*, and
+ * cudaMemcpy* whose pointers land on two devices under UVA), plus the allocation calls that let us
+ * classify pointers without a query per copy.  We never link libcudart: the real functions are
+ * resolved lazily from whichever libcudart the job loaded. */
+#include <cuda_runtime_api.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_int.h"
+
+#define ICX_EXPORT __attribute__((visibility("default")))
+#define CUDART "libcudart.so.13"
+
+/* Not declared by cuda_runtime_api.h unless per-thread default streams are selected. */
+ICX_EXPORT cudaError_t cudaMemcpy_ptds(void *, const void *, size_t, enum cudaMemcpyKind);
+ICX_EXPORT cudaError_t cudaMemcpyAsync_ptsz(void *, const void *, size_t, enum cudaMemcpyKind,
+                                            cudaStream_t);
+ICX_EXPORT cudaError_t cudaMallocAsync_ptsz(void **, size_t, cudaStream_t);
+ICX_EXPORT cudaError_t cudaFreeAsync_ptsz(void *, cudaStream_t);
+
+ICX_REAL_DECL(CUDART, cudaError_t, cudaMemcpyPeer, (void *, int, const void *, int, size_t));
+ICX_REAL_DECL(CUDART, cudaError_t, cudaMemcpyPeerAsync,
+              (void *, int, const void *, int, size_t, cudaStream_t));
+ICX_REAL_DECL(CUDART, cudaError_t, cudaMemcpy, (void *, const void *, size_t, enum cudaMemcpyKind));
+ICX_REAL_DECL(CUDART, cudaError_t, cudaMemcpy_ptds,
+              (void *, const void *, size_t, enum cudaMemcpyKind));
+ICX_REAL_DECL(CUDART, cudaError_t, cudaMemcpyAsync,
+              (void *, const void *, size_t, enum cudaMemcpyKind, cudaStream_t));
+ICX_REAL_DECL(CUDART, cudaError_t, cudaMemcpyAsync_ptsz,
+              (void *, const void *, size_t, enum cudaMemcpyKind, cudaStream_t));
+ICX_REAL_DECL(CUDART, cudaError_t, cudaMalloc, (void **, size_t));
+ICX_REAL_DECL(CUDART, cudaError_t, cudaFree, (void *));
+ICX_REAL_DECL(CUDART, cudaError_t, cudaMallocAsync, (void **, size_t, cudaStream_t));
+ICX_REAL_DECL(CUDART, cudaError_t, cudaMallocAsync_ptsz, (void **, size_t, cudaStream_t));
+ICX_REAL_DECL(CUDART, cudaError_t, cudaFreeAsync, (void *, cudaStream_t));
+ICX_REAL_DECL(CUDART, cudaError_t, cudaFreeAsync_ptsz, (void *, cudaStream_t));
+ICX_REAL_DECL(CUDART, cudaError_t, cudaGetDevice, (int *));
+ICX_REAL_DECL(CUDART, cudaError_t, cudaStreamGetDevice, (cudaStream_t, int *));
+ICX_REAL_DECL(CUDART, cudaError_t, cudaPointerGetAttributes,
+              (struct cudaPointerAttributes *, const void *));
+
+_Atomic uint64_t icx_cuda_seen_devices;
+
+/* ---- pointer classification: copy-on-write sorted range map, lock-free to read ---- */
+
+struct icx_range {
+    uintptr_t lo, hi;
+    int dev;
+};
+struct icx_amap {
+    size_t n;
+    struct icx_amap *retired_next;
+    uint64_t retired_ns;
+    struct icx_range r[];
+};
+static _Atomic(struct icx_amap *) icx_amap_cur;
+static pthread_mutex_t icx_amap_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct icx_amap *icx_amap_retired;
+static _Atomic uint64_t icx_amap_frees; /* invalidates the per-thread query cache */
+
+/* Writer: free retired maps no reader can still hold (a lookup takes nanoseconds; 2 s is ample). */
+void icx_amap_reclaim(int final)
+{
+    uint64_t now = icx_mono_ns();
+    pthread_mutex_lock(&icx_amap_lock);
+    struct icx_amap **link = &icx_amap_retired;
+    while (*link) {
+        struct icx_amap *m = *link;
+        if (final || now - m->retired_ns > 2000000000ull) {
+            *link = m->retired_next;
+            free(m);
+        } else {
+            link = &m->retired_next;
+        }
+    }
+    pthread_mutex_unlock(&icx_amap_lock);
+}
+
+static void icx_amap_update(uintptr_t lo, size_t len, int dev, int insert)
+{
+    pthread_mutex_lock(&icx_amap_lock);
+    struct icx_amap *old = atomic_load_explicit(&icx_amap_cur, memory_order_relaxed);
+    size_t n = old ? old->n : 0;
+    struct icx_amap *m = malloc(sizeof(*m) + (n + 1) * sizeof(struct icx_range));
+    if (!m) {
+        pthread_mutex_unlock(&icx_amap_lock);
+        return;
+    }
+    size_t o = 0;
+    int placed = !insert;
+    for (size_t i = 0; i < n; i++) {
+        const struct icx_range *e = &old->r[i];
+        if (e->lo == lo)
+            continue; /* a stale entry for a reused address, or the one being freed */
+        if (!placed && lo < e->lo) {
+            m->r[o++] = (struct icx_range){lo, lo + len, dev};
+            placed = 1;
+        }
+        m->r[o++] = *e;
+    }
+    if (!placed)
+        m->r[o++] = (struct icx_range){lo, lo + len, dev};
+    m->n = o;
+    atomic_store_explicit(&icx_amap_cur, m, memory_order_release);
+    if (old) {
+        old->retired_ns = icx_mono_ns();
+        old->retired_next = icx_amap_retired;
+        icx_amap_retired = old;
+    }
+    pthread_mutex_unlock(&icx_amap_lock);
+    if (!insert)
+        atomic_fetch_add_explicit(&icx_amap_frees, 1, memory_order_relaxed);
+}
+
+static int icx_amap_lookup(uintptr_t p)
+{
+    const struct icx_amap *m = atomic_load_explicit(&icx_amap_cur, memory_order_acquire);
+    if (!m)
+        return -2;
+    size_t lo = 0, hi = m->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (m->r[mid].lo <= p)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo > 0 && p < m->r[lo - 1].hi)
+        return m->r[lo - 1].dev;
+    return -2;
+}
+
+/* Per-thread cache of cudaPointerGetAttributes answers for memory we did not see allocated (driver
+ * API, VMM, host), by 2 MiB granule. */
+#define ICX_PCACHE 64
+struct icx_pcache {
+    uintptr_t granule[ICX_PCACHE];
+    int dev[ICX_PCACHE];
+    uint64_t frees;
+};
+static ICX_TLS struct icx_pcache icx_tls_pcache;
+
+/* Device holding p, or -1 for host or unknown memory. */
+static int icx_classify(const void *ptr)
+{
+    uintptr_t p = (uintptr_t)ptr;
+    int d = icx_amap_lookup(p);
+    if (d != -2)
+        return d;
+    struct icx_pcache *c = &icx_tls_pcache;
+    uint64_t frees = atomic_load_explicit(&icx_amap_frees, memory_order_relaxed);
+    if (c->frees != frees) {
+        memset(c->granule, 0, sizeof(c->granule));
+        c->frees = frees;
+    }
+    uintptr_t g = (p >> 21) + 1;
+    unsigned slot = (unsigned)(g % ICX_PCACHE);
+    if (c->granule[slot] == g)
+        return c->dev[slot];
+    icx_real_cudaPointerGetAttributes_t q = ICX_REAL(cudaPointerGetAttributes);
+    struct cudaPointerAttributes a;
+    d = -1;
+    if (q && q(&a, ptr) == cudaSuccess && a.type == cudaMemoryTypeDevice)
+        d = a.device;
+    c->granule[slot] = g;
+    c->dev[slot] = d;
+    return d;
+}
+
+static void icx_seen(int dev)
+{
+    if (dev >= 0 && dev < 64) {
+        uint64_t bit = 1ull << dev;
+        if (!(atomic_load_explicit(&icx_cuda_seen_devices, memory_order_relaxed) & bit))
+            atomic_fetch_or(&icx_cuda_seen_devices, bit);
+    }
+}
+
+int icx_current_device(void)
+{
+    icx_real_cudaGetDevice_t g = ICX_REAL(cudaGetDevice);
+    int d = -1;
+    if (!g || g(&d) != cudaSuccess)
+        return -1;
+    return d;
+}
+
+int icx_stream_device(cudaStream_t s)
+{
+    if (s == 0 || s == cudaStreamLegacy || s == cudaStreamPerThread)
+        return icx_current_device();
+    icx_real_cudaStreamGetDevice_t g = ICX_REAL(cudaStreamGetDevice);
+    int d = -1;
+    if (g && g(s, &d) == cudaSuccess)
+        return d;
+    return icx_current_device();
+}
+
+/* ---- recording ---- */
+
+static void icx_record_copy(enum icx_api api, uint64_t t0, uint64_t t1, size_t bytes,
+                            cudaStream_t stream, int src, int dst, cudaError_t rc, uint32_t copy_id)
+{
+    struct icx_rec_cuda_copy *r = icx_reserve(sizeof(*r));
+    if (!r)
+        return;
+    r->e.h.type = ICX_REC_CUDA_COPY;
+    r->e.h.size = sizeof(*r);
+    r->e.h.aux = api;
+    r->e.ts = (int64_t)t0;
+    r->e.dur = t1 - t0;
+    r->bytes = bytes;
+    r->stream = (uint64_t)(uintptr_t)stream;
+    r->src_dev = src;
+    r->dst_dev = dst;
+    r->result = rc;
+    r->copy_id = copy_id;
+    icx_commit();
+    atomic_fetch_add_explicit(&icx_recorded, 1, memory_order_relaxed);
+    icx_seen(src);
+    icx_seen(dst);
+}
+
+static void icx_record_alloc(enum icx_record_type type, enum icx_api api, uint64_t t0,
+                             uint64_t t1, const void *ptr, size_t bytes, int dev, cudaError_t rc)
+{
+    struct icx_rec_cuda_alloc *r = icx_reserve(sizeof(*r));
+    if (!r)
+        return;
+    r->e.h.type = (uint16_t)type;
+    r->e.h.size = sizeof(*r);
+    r->e.h.aux = api;
+    r->e.ts = (int64_t)t0;
+    r->e.dur = t1 - t0;
+    r->ptr = (uint64_t)(uintptr_t)ptr;
+    r->bytes = bytes;
+    r->device = dev;
+    r->result = rc;
+    icx_commit();
+    atomic_fetch_add_explicit(&icx_recorded, 1, memory_order_relaxed);
+    if (icx_cfg.stack_sample)
+        icx_stack_capture();
+}
+
+static inline int icx_hooks_on(void)
+{
+    return atomic_load_explicit(&icx_active, memory_order_relaxed) && !icx_tls_guard;
+}
+
+/* Every copy wrapper reads: enter (guard, optional GPU timing, timestamp), real call, exit (record,
+ * errno restored), return the real result untouched. */
+struct icx_copy_ctx {
+    uint64_t t0;
+    int saved_errno;
+    int timed;
+    struct icx_gpu_req gpu;
+};
+
+static inline void icx_copy_enter(struct icx_copy_ctx *c, cudaStream_t exec_stream)
+{
+    icx_tls_guard = 1;
+    c->gpu.copy_id = 0;
+    c->timed = icx_gpu_want() && icx_gpu_begin(&c->gpu, exec_stream);
+    c->t0 = icx_ticks();
+}
+
+static inline void icx_copy_exit(struct icx_copy_ctx *c, enum icx_api api, cudaError_t rc,
+                                 size_t bytes, cudaStream_t user_stream, cudaStream_t exec_stream,
+                                 int src, int dst)
+{
+    uint64_t t1 = icx_ticks();
+    c->saved_errno = errno;
+    if (c->timed)
+        icx_gpu_end(&c->gpu, exec_stream, rc);
+    icx_record_copy(api, c->t0, t1, bytes, user_stream, src, dst, rc, c->gpu.copy_id);
+    if (ICX_UNLIKELY(icx_cfg.stack_sample) && icx_stack_due())
+        icx_stack_capture();
+    icx_tls_guard = 0;
+    errno = c->saved_errno;
+}
+
+ICX_EXPORT cudaError_t cudaMemcpyPeerAsync(void *dst, int dstDevice, const void *src, int srcDevice,
+                                           size_t count, cudaStream_t stream)
+{
+    icx_real_cudaMemcpyPeerAsync_t real = ICX_REAL(cudaMemcpyPeerAsync);
+    if (ICX_UNLIKELY(!real))
+        return cudaErrorSharedObjectSymbolNotFound;
+    if (!icx_hooks_on())
+        return real(dst, dstDevice, src, srcDevice, count, stream);
+    struct icx_copy_ctx c;
+    icx_copy_enter(&c, stream);
+    cudaError_t rc = real(dst, dstDevice, src, srcDevice, count, stream);
+    icx_copy_exit(&c, ICX_API_cudaMemcpyPeerAsync, rc, count, stream, stream, srcDevice, dstDevice);
+    return rc;
+}
+
+ICX_EXPORT cudaError_t cudaMemcpyPeer(void *dst, int dstDevice, const void *src, int srcDevice,
+                                      size_t count)
+{
+    icx_real_cudaMemcpyPeer_t real = ICX_REAL(cudaMemcpyPeer);
+    if (ICX_UNLIKELY(!real))
+        return cudaErrorSharedObjectSymbolNotFound;
+    if (!icx_hooks_on())
+        return real(dst, dstDevice, src, srcDevice, count);
+    struct icx_copy_ctx c;
+    icx_copy_enter(&c, 0);
+    cudaError_t rc = real(dst, dstDevice, src, srcDevice, count);
+    icx_copy_exit(&c, ICX_API_cudaMemcpyPeer, rc, count, 0, 0, srcDevice, dstDevice);
+    return rc;
+}
+
+/* cudaMemcpy*: only device-to-device copies whose ends are on two different devices are peer
+ * copies; everything else passes straight through after a cheap kind test. */
+static inline int icx_peer_pair(const void *dst, const void *src, enum cudaMemcpyKind kind,
+                                int *sdev, int *ddev)
+{
+    if (kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault)
+        return 0;
+    *sdev = icx_classify(src);
+    if (*sdev < 0)
+        return 0;
+    *ddev = icx_classify(dst);
+    return *ddev >= 0 && *ddev != *sdev;
+}
+
+/* Shared by cudaMemcpy and cudaMemcpy_ptds, which differ in the stream a sync copy runs on. */
+static inline cudaError_t icx_memcpy(icx_real_cudaMemcpy_t real, enum icx_api api,
+                                     cudaStream_t exec_stream, void *dst, const void *src,
+                                     size_t count, enum cudaMemcpyKind kind)
+{
+    int sdev, ddev;
+    if (ICX_UNLIKELY(!real))
+        return cudaErrorSharedObjectSymbolNotFound;
+    if (!icx_hooks_on() || !icx_peer_pair(dst, src, kind, &sdev, &ddev))
+        return real(dst, src, count, kind);
+    struct icx_copy_ctx c;
+    icx_copy_enter(&c, exec_stream);
+    cudaError_t rc = real(dst, src, count, kind);
+    icx_copy_exit(&c, api, rc, count, 0, exec_stream, sdev, ddev);
+    return rc;
+}
+
+ICX_EXPORT cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
+{
+    return icx_memcpy(ICX_REAL(cudaMemcpy), ICX_API_cudaMemcpy, 0, dst, src, count, kind);
+}
+
+ICX_EXPORT cudaError_t cudaMemcpy_ptds(void *dst, const void *src, size_t count,
+                                       enum cudaMemcpyKind kind)
+{
+    return icx_memcpy(ICX_REAL(cudaMemcpy_ptds), ICX_API_cudaMemcpy_ptds, cudaStreamPerThread, dst,
+                      src, count, kind);
+}
+
+/* Shared by cudaMemcpyAsync and its _ptsz twin, where stream 0 means the per-thread stream. */
+static inline cudaError_t icx_memcpy_async(icx_real_cudaMemcpyAsync_t real, enum icx_api api,
+                                           int ptsz, void *dst, const void *src, size_t count,
+                                           enum cudaMemcpyKind kind, cudaStream_t stream)
+{
+    int sdev, ddev;
+    if (ICX_UNLIKELY(!real))
+        return cudaErrorSharedObjectSymbolNotFound;
+    if (!icx_hooks_on() || !icx_peer_pair(dst, src, kind, &sdev, &ddev))
+        return real(dst, src, count, kind, stream);
+    cudaStream_t exec = (ptsz && stream == 0) ? cudaStreamPerThread : stream;
+    struct icx_copy_ctx c;
+    icx_copy_enter(&c, exec);
+    cudaError_t rc = real(dst, src, count, kind, stream);
+    icx_copy_exit(&c, api, rc, count, stream, exec, sdev, ddev);
+    return rc;
+}
+
+ICX_EXPORT cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count,
+                                       enum cudaMemcpyKind kind, cudaStream_t stream)
+{
+    return icx_memcpy_async(ICX_REAL(cudaMemcpyAsync), ICX_API_cudaMemcpyAsync, 0, dst, src, count,
+                            kind, stream);
+}
+
+ICX_EXPORT cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t count,
+                                            enum cudaMemcpyKind kind, cudaStream_t stream)
+{
+    return icx_memcpy_async((icx_real_cudaMemcpyAsync_t)ICX_REAL(cudaMemcpyAsync_ptsz),
+                            ICX_API_cudaMemcpyAsync_ptsz, 1, dst, src, count, kind, stream);
+}
+
+/* ---- allocations: feed the pointer map; recorded for post-mortems ---- */
+
+static void icx_alloc_done(enum icx_api api, uint64_t t0, cudaError_t rc, void **devPtr,
+                           size_t size, int dev)
+{
+    uint64_t t1 = icx_ticks();
+    void *p = (rc == cudaSuccess && devPtr) ? *devPtr : NULL;
+    if (p)
+        icx_amap_update((uintptr_t)p, size, dev, 1);
+    icx_record_alloc(ICX_REC_CUDA_ALLOC, api, t0, t1, p, size, dev, rc);
+}
+
+static void icx_free_done(enum icx_api api, uint64_t t0, cudaError_t rc, void *devPtr)
+{
+    uint64_t t1 = icx_ticks();
+    int dev = icx_amap_lookup((uintptr_t)devPtr);
+    if (rc == cudaSuccess)
+        icx_amap_update((uintptr_t)devPtr, 0, -1, 0);
+    icx_record_alloc(ICX_REC_CUDA_FREE, api, t0, t1, devPtr, 0, dev < 0 ? -1 : dev, rc);
+}
+
+ICX_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
+{
+    icx_real_cudaMalloc_t real = ICX_REAL(cudaMalloc);
+    if (ICX_UNLIKELY(!real))
+        return cudaErrorSharedObjectSymbolNotFound;
+    if (!icx_hooks_on())
+        return real(devPtr, size);
+    icx_tls_guard = 1;
+    uint64_t t0 = icx_ticks();
+    cudaError_t rc = real(devPtr, size);
+    int saved_errno = errno;
+    icx_alloc_done(ICX_API_cudaMalloc, t0, rc, devPtr, size, icx_current_device());
+    icx_tls_guard = 0;
+    errno = saved_errno;
+    return rc;
+}
+
+ICX_EXPORT cudaError_t cudaFree(void *devPtr)
+{
+    icx_real_cudaFree_t real = ICX_REAL(cudaFree);
+    if (ICX_UNLIKELY(!real))
+        return cudaErrorSharedObjectSymbolNotFound;
+    if (!icx_hooks_on() || !devPtr)
+        return real(devPtr);
+    icx_tls_guard = 1;
+    uint64_t t0 = icx_ticks();
+    cudaError_t rc = real(devPtr);
+    int saved_errno = errno;
+    icx_free_done(ICX_API_cudaFree, t0, rc, devPtr);
+    icx_tls_guard = 0;
+    errno = saved_errno;
+    return rc;
+}
+
+static inline cudaError_t icx_malloc_async(icx_real_cudaMallocAsync_t real, enum icx_api api,
+                                           void **devPtr, size_t size, cudaStream_t stream)
+{
+    if (ICX_UNLIKELY(!real))
+        return cudaErrorSharedObjectSymbolNotFound;
+    if (!icx_hooks_on())
+        return real(devPtr, size, stream);
+    icx_tls_guard = 1;
+    uint64_t t0 = icx_ticks();
+    cudaError_t rc = real(devPtr, size, stream);
+    int saved_errno = errno;
+    icx_alloc_done(api, t0, rc, devPtr, size, icx_stream_device(stream));
+    icx_tls_guard = 0;
+    errno = saved_errno;
+    return rc;
+}
+
+ICX_EXPORT cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t stream)
+{
+    return icx_malloc_async(ICX_REAL(cudaMallocAsync), ICX_API_cudaMallocAsync, devPtr, size,
+                            stream);
+}
+
+ICX_EXPORT cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t stream)
+{
+    return icx_malloc_async(ICX_REAL(cudaMallocAsync_ptsz), ICX_API_cudaMallocAsync_ptsz, devPtr,
+                            size, stream);
+}
+
+static inline cudaError_t icx_free_async(icx_real_cudaFreeAsync_t real, enum icx_api api,
+                                         void *devPtr, cudaStream_t stream)
+{
+    if (ICX_UNLIKELY(!real))
+        return cudaErrorSharedObjectSymbolNotFound;
+    if (!icx_hooks_on() || !devPtr)
+        return real(devPtr, stream);
+    icx_tls_guard = 1;
+    uint64_t t0 = icx_ticks();
+    cudaError_t rc = real(devPtr, stream);
+    int saved_errno = errno;
+    icx_free_done(api, t0, rc, devPtr);
+    icx_tls_guard = 0;
+    errno = saved_errno;
+    return rc;
+}
+
+ICX_EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t stream)
+{
+    return icx_free_async(ICX_REAL(cudaFreeAsync), ICX_API_cudaFreeAsync, devPtr, stream);
+}
+
+ICX_EXPORT cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t stream)
+{
+    return icx_free_async(ICX_REAL(cudaFreeAsync_ptsz), ICX_API_cudaFreeAsync_ptsz, devPtr,
+                          stream);
+}

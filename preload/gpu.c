@@ -1,0 +1,302 @@
+/* GPU-side timing of copies: pooled CUDA events recorded around a sampled copy on the stream it runs
+ * on, polled by the writer thread off the hot path, and placed on the host's monotonic clock through a
+ * per-device anchor event.  Capture-safe: never records into a stream that is capturing a graph, and
+ * the writer polls in relaxed capture mode so it cannot invalidate another thread's global capture.
+ * Touches only devices the job already used. */
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_int.h"
+
+#define CUDART "libcudart.so.13"
+#define ICX_MAX_DEV 64
+#define ICX_POOL_MAX 1024
+
+ICX_REAL_DECL(CUDART, cudaError_t, cudaEventCreateWithFlags, (cudaEvent_t *, unsigned));
+ICX_REAL_DECL(CUDART, cudaError_t, cudaEventRecord, (cudaEvent_t, cudaStream_t));
+ICX_REAL_DECL(CUDART, cudaError_t, cudaEventQuery, (cudaEvent_t));
+ICX_REAL_DECL(CUDART, cudaError_t, cudaEventSynchronize, (cudaEvent_t));
+ICX_REAL_DECL(CUDART, cudaError_t, cudaEventElapsedTime, (float *, cudaEvent_t, cudaEvent_t));
+ICX_REAL_DECL(CUDART, cudaError_t, cudaStreamIsCapturing,
+              (cudaStream_t, enum cudaStreamCaptureStatus *));
+ICX_REAL_DECL(CUDART, cudaError_t, cudaThreadExchangeStreamCaptureMode,
+              (enum cudaStreamCaptureMode *));
+ICX_REAL_DECL(CUDART, cudaError_t, cudaSetDevice, (int));
+ICX_REAL_DECL(CUDART, cudaError_t, cudaStreamCreateWithFlags, (cudaStream_t *, unsigned));
+
+ICX_TLS uint64_t icx_tls_gpu_seq;
+ICX_TLS uint64_t icx_tls_stack_seq;
+static _Atomic uint32_t icx_next_copy_id = 1;
+
+/* ---- event pool, per device (taken only on the sampled path) ---- */
+struct icx_pool {
+    pthread_mutex_t lock;
+    int n;
+    cudaEvent_t ev[ICX_POOL_MAX];
+};
+static struct icx_pool icx_pools[ICX_MAX_DEV];
+static pthread_once_t icx_pools_once = PTHREAD_ONCE_INIT;
+
+static void icx_pools_init(void)
+{
+    for (int i = 0; i < ICX_MAX_DEV; i++)
+        pthread_mutex_init(&icx_pools[i].lock, NULL);
+}
+
+static void icx_pool_put(int dev, cudaEvent_t a, cudaEvent_t b)
+{
+    struct icx_pool *p = &icx_pools[dev];
+    pthread_mutex_lock(&p->lock);
+    if (p->n + 2 <= ICX_POOL_MAX) {
+        p->ev[p->n++] = a;
+        p->ev[p->n++] = b;
+    } /* else: leaked to the pool's cap, not destroyed: a destroy could block on the device */
+    pthread_mutex_unlock(&p->lock);
+}
+
+/* Two events of device `dev`.  When the pool is empty they are created on `dev`; if the calling
+ * thread's current device differs, it is switched for the creation and restored at once (the
+ * stream's device is one the job uses, so no new context is ever made). */
+static int icx_pool_get(int dev, cudaEvent_t *a, cudaEvent_t *b)
+{
+    struct icx_pool *p = &icx_pools[dev];
+    pthread_mutex_lock(&p->lock);
+    if (p->n >= 2) {
+        *a = p->ev[--p->n];
+        *b = p->ev[--p->n];
+        pthread_mutex_unlock(&p->lock);
+        return 1;
+    }
+    pthread_mutex_unlock(&p->lock);
+    icx_real_cudaEventCreateWithFlags_t create = ICX_REAL(cudaEventCreateWithFlags);
+    icx_real_cudaSetDevice_t set = ICX_REAL(cudaSetDevice);
+    int cur = icx_current_device();
+    if (!create || !set || cur < 0 || (cur != dev && set(dev) != cudaSuccess)) {
+        icx_debug("gpu: cannot make events for device %d (current %d)\n", dev, cur);
+        return 0;
+    }
+    int ok = create(a, cudaEventDefault) == cudaSuccess;
+    if (ok && create(b, cudaEventDefault) != cudaSuccess)
+        ok = 0; /* *a leaks: failing creation means the device is in trouble anyway */
+    if (cur != dev)
+        set(cur);
+    return ok;
+}
+
+int icx_gpu_begin(struct icx_gpu_req *g, cudaStream_t stream)
+{
+    icx_real_cudaStreamIsCapturing_t capturing = ICX_REAL(cudaStreamIsCapturing);
+    icx_real_cudaEventRecord_t record = ICX_REAL(cudaEventRecord);
+    if (!capturing || !record) {
+        icx_count_lost(ICX_LOST_gpu_timing_error);
+        return 0;
+    }
+    pthread_once(&icx_pools_once, icx_pools_init);
+    enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    if (capturing(stream, &st) != cudaSuccess || st != cudaStreamCaptureStatusNone) {
+        icx_count_lost(ICX_LOST_gpu_timing_capture);
+        return 0;
+    }
+    int dev = icx_stream_device(stream);
+    if (dev < 0 || dev >= ICX_MAX_DEV) {
+        icx_count_lost(ICX_LOST_gpu_timing_error);
+        return 0;
+    }
+    if (!icx_pool_get(dev, &g->start, &g->end)) {
+        icx_debug("gpu: no events for device %d\n", dev);
+        icx_count_lost(ICX_LOST_gpu_timing_pool);
+        return 0;
+    }
+    if (record(g->start, stream) != cudaSuccess) {
+        icx_pool_put(dev, g->start, g->end);
+        icx_count_lost(ICX_LOST_gpu_timing_error);
+        return 0;
+    }
+    g->dev = dev;
+    return 1;
+}
+
+void icx_gpu_end(struct icx_gpu_req *g, cudaStream_t stream, cudaError_t rc)
+{
+    icx_real_cudaEventRecord_t record = ICX_REAL(cudaEventRecord);
+    if (rc != cudaSuccess) {
+        icx_pool_put(g->dev, g->start, g->end); /* nothing ran; nothing to time */
+        return;
+    }
+    if (record(g->end, stream) != cudaSuccess) {
+        icx_pool_put(g->dev, g->start, g->end);
+        icx_count_lost(ICX_LOST_gpu_timing_error);
+        return;
+    }
+    struct icx_ring_gpu_pending *r = icx_reserve(sizeof(*r));
+    if (!r)
+        return; /* counted as buffer_full; the two events are lost to the pool */
+    g->copy_id = atomic_fetch_add_explicit(&icx_next_copy_id, 1, memory_order_relaxed);
+    r->h.type = ICX_RING_GPU_PENDING;
+    r->h.size = sizeof(*r);
+    r->h.aux = 0;
+    r->copy_id = g->copy_id;
+    r->dev = g->dev;
+    r->start = g->start;
+    r->end = g->end;
+    icx_commit();
+}
+
+/* ---- writer side ---- */
+struct icx_pending {
+    uint32_t copy_id;
+    int dev;
+    cudaEvent_t start, end;
+};
+static struct icx_pending *icx_pend;
+static size_t icx_pend_n, icx_pend_cap;
+
+struct icx_anchor {
+    int ok;
+    cudaStream_t stream;
+    cudaEvent_t ev;
+    uint64_t host_ns;
+};
+static struct icx_anchor icx_anchors[ICX_MAX_DEV];
+static int icx_writer_cuda_ready;
+static uint64_t icx_described;
+
+void icx_gpu_pending(const struct icx_rec *r)
+{
+    const struct icx_ring_gpu_pending *p = (const struct icx_ring_gpu_pending *)r;
+    if (icx_pend_n == icx_pend_cap) {
+        size_t ncap = icx_pend_cap ? icx_pend_cap * 2 : 256;
+        struct icx_pending *n = realloc(icx_pend, ncap * sizeof(*n));
+        if (!n) {
+            icx_count_lost(ICX_LOST_gpu_timing_error);
+            return;
+        }
+        icx_pend = n;
+        icx_pend_cap = ncap;
+    }
+    icx_pend[icx_pend_n++] = (struct icx_pending){p->copy_id, p->dev, p->start, p->end};
+}
+
+/* The writer thread polls in relaxed capture mode: its queries can then never invalidate a graph
+ * capture that a job thread runs in global mode. */
+static int icx_writer_cuda_init(void)
+{
+    if (icx_writer_cuda_ready)
+        return 1;
+    icx_real_cudaThreadExchangeStreamCaptureMode_t xchg =
+        ICX_REAL(cudaThreadExchangeStreamCaptureMode);
+    if (!xchg)
+        return 0;
+    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    if (xchg(&mode) != cudaSuccess)
+        return 0;
+    icx_writer_cuda_ready = 1;
+    return 1;
+}
+
+/* (Re)anchor device `dev`: an event recorded on a private non-blocking stream, bracketed by two
+ * host clock reads.  Only for devices that already have pending work from the job. */
+static int icx_anchor(int dev)
+{
+    struct icx_anchor *a = &icx_anchors[dev];
+    icx_real_cudaSetDevice_t set = ICX_REAL(cudaSetDevice);
+    icx_real_cudaEventCreateWithFlags_t create = ICX_REAL(cudaEventCreateWithFlags);
+    icx_real_cudaStreamCreateWithFlags_t screate = ICX_REAL(cudaStreamCreateWithFlags);
+    icx_real_cudaEventRecord_t record = ICX_REAL(cudaEventRecord);
+    icx_real_cudaEventSynchronize_t sync = ICX_REAL(cudaEventSynchronize);
+    if (!set || !create || !screate || !record || !sync || set(dev) != cudaSuccess)
+        return 0;
+    if (!a->stream && screate(&a->stream, cudaStreamNonBlocking) != cudaSuccess)
+        return 0;
+    if (!a->ev && create(&a->ev, cudaEventDefault) != cudaSuccess)
+        return 0;
+    uint64_t t0 = icx_mono_ns();
+    if (record(a->ev, a->stream) != cudaSuccess || sync(a->ev) != cudaSuccess)
+        return 0;
+    uint64_t t1 = icx_mono_ns();
+    a->host_ns = t0 + (t1 - t0) / 2;
+    a->ok = 1;
+    return 1;
+}
+
+/* Milliseconds from event a to event b, either order. */
+static int icx_elapsed(float *ms, cudaEvent_t a, cudaEvent_t b)
+{
+    icx_real_cudaEventElapsedTime_t el = ICX_REAL(cudaEventElapsedTime);
+    if (!el)
+        return 0;
+    if (el(ms, a, b) == cudaSuccess)
+        return 1;
+    if (el(ms, b, a) == cudaSuccess) {
+        *ms = -*ms;
+        return 1;
+    }
+    return 0;
+}
+
+static void icx_poll_pending(struct icx_frame *f)
+{
+    icx_real_cudaEventQuery_t query = ICX_REAL(cudaEventQuery);
+    int busy[ICX_MAX_DEV] = {0};
+    size_t keep = 0;
+    for (size_t i = 0; i < icx_pend_n; i++) {
+        struct icx_pending *p = &icx_pend[i];
+        cudaError_t q = query ? query(p->end) : cudaErrorUnknown;
+        if (q == cudaErrorNotReady) {
+            busy[p->dev] = 1;
+            icx_pend[keep++] = *p;
+            continue;
+        }
+        float off_ms, dur_ms;
+        if (q == cudaSuccess && (icx_anchors[p->dev].ok || icx_anchor(p->dev)) &&
+            icx_elapsed(&off_ms, icx_anchors[p->dev].ev, p->start) &&
+            icx_elapsed(&dur_ms, p->start, p->end)) {
+            struct icx_rec_gpu_span *s =
+                icx_frame_put(f, ICX_REC_GPU_SPAN, (uint32_t)p->dev, sizeof(*s));
+            if (s) {
+                int64_t start = (int64_t)icx_anchors[p->dev].host_ns + (int64_t)(off_ms * 1e6);
+                s->copy_id = p->copy_id;
+                s->start_ns = (uint64_t)start;
+                s->end_ns = (uint64_t)(start + (int64_t)(dur_ms * 1e6));
+            }
+        } else {
+            icx_count_lost(ICX_LOST_gpu_timing_error);
+        }
+        icx_pool_put(p->dev, p->start, p->end);
+    }
+    icx_pend_n = keep;
+    /* Re-anchor idle devices so float milliseconds never lose precision over a long run. */
+    for (int d = 0; d < ICX_MAX_DEV; d++)
+        if (icx_anchors[d].ok && !busy[d] && icx_mono_ns() - icx_anchors[d].host_ns > 1000000000ull)
+            icx_anchor(d);
+}
+
+void icx_cuda_writer_tick(struct icx_frame *f, int final)
+{
+    static int checked_static;
+    if (!checked_static) {
+        checked_static = 1;
+        icx_cuda_detect_static();
+    }
+    uint64_t seen = atomic_load(&icx_cuda_seen_devices);
+    if (seen & ~icx_described) {
+        icx_topo_describe(f, seen & ~icx_described);
+        icx_described |= seen;
+    }
+    if (icx_pend_n && icx_writer_cuda_init()) {
+        icx_poll_pending(f);
+        /* At exit, give copies still in flight a moment to land (bounded). */
+        for (int i = 0; final && icx_pend_n && i < 50; i++) {
+            struct timespec ts = {0, 10000000};
+            nanosleep(&ts, NULL);
+            icx_poll_pending(f);
+        }
+    }
+    if (final && icx_pend_n) {
+        atomic_fetch_add(&icx_lost[ICX_LOST_gpu_timing_error], icx_pend_n);
+        icx_pend_n = 0;
+    }
+    icx_amap_reclaim(final);
+}

@@ -1,0 +1,201 @@
+/* Internal interface of libicxtrace: configuration, clock, per-thread buffers, real-symbol
+ * resolution and the writer.  Everything here is hidden (-fvisibility=hidden); only the intercepted
+ * entry points in cuda.c are exported. */
+#ifndef ICX_PRELOAD_H
+#define ICX_PRELOAD_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
+
+#include "icx/trace_format.h"
+
+#define ICX_TLS __thread __attribute__((tls_model("initial-exec")))
+#define ICX_LIKELY(x) __builtin_expect(!!(x), 1)
+#define ICX_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* GPU timing modes (ICX_GPU_TIMING). */
+enum icx_gpu_timing { ICX_GPUT_OFF, ICX_GPUT_SAMPLE, ICX_GPUT_ALL };
+
+struct icx_config {
+    int disabled;            /* ICX_DISABLE=1 */
+    int debug;               /* ICX_DEBUG */
+    int quiet;               /* ICX_QUIET */
+    int level;               /* ICX_ZSTD_LEVEL */
+    unsigned flush_ms;       /* ICX_FLUSH_MS */
+    size_t buffer_bytes;     /* ICX_BUFFER_KB, per thread, power of two */
+    int gpu_timing;          /* ICX_GPU_TIMING */
+    unsigned gpu_sample;     /* ICX_GPU_SAMPLE: time 1 in N copies per thread in sample mode */
+    unsigned stack_sample;   /* ICX_STACKS: 0 off; 1 every hooked call; N: control calls + 1 in N copies */
+    int follow_fork;         /* ICX_FOLLOW_FORK */
+    char output[4096];       /* ICX_OUTPUT, expanded */
+};
+
+extern struct icx_config icx_cfg;
+/* 1 while the tracer records: cleared by ICX_DISABLE, a failed start, or in an untraced fork child. */
+extern _Atomic int icx_active;
+/* Re-entry guard: nonzero while this thread is inside a hook or is the writer thread. */
+extern ICX_TLS int icx_tls_guard;
+
+/* ---- diagnostics (core.c): async-signal-safe, prefixed icx[pid/tid]: ---- */
+void icx_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+#define icx_debug(...)                                                                             \
+    do {                                                                                           \
+        if (icx_cfg.debug)                                                                         \
+            icx_log(__VA_ARGS__);                                                                  \
+    } while (0)
+int icx_gettid(void);
+
+/* ---- clock (core.c) ---- */
+extern int icx_clock_tsc; /* ticks are TSC */
+static inline uint64_t icx_mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+static inline uint64_t icx_ticks(void)
+{
+#if defined(__x86_64__)
+    if (ICX_LIKELY(icx_clock_tsc))
+        return __rdtsc();
+#endif
+    return icx_mono_ns();
+}
+void icx_clock_sample(struct icx_rec_clock *out);
+
+/* ---- per-thread buffers (tbuf.c) ---- */
+/* Single-producer (the owning thread) single-consumer (the writer) byte ring of records. */
+struct icx_tbuf {
+    _Atomic uint64_t head; /* written by the owner only */
+    char pad0[56];
+    _Atomic uint64_t tail; /* written by the writer only */
+    char pad1[56];
+    uint64_t reserve_at;   /* owner's position of the pending reservation */
+    uint8_t *data;
+    uint64_t cap; /* bytes, power of two */
+    uint32_t tid;
+    _Atomic int dead;      /* owner exited; writer drains and frees */
+    int announced;         /* writer emitted its THREAD record */
+    uint64_t gpu_seq;      /* owner's counter for GPU timing samples */
+    uint64_t stack_seq;    /* owner's counter for stack samples */
+    struct icx_tbuf *next; /* registry list, under icx_tbuf_lock */
+};
+
+/* Ring-internal record types never written to the file. */
+#define ICX_RING_PAD 0u             /* filler to the end of the ring; length in aux */
+#define ICX_RING_GPU_PENDING 0xff01u /* an async copy bracketed by pooled events (gpu.c) */
+#define ICX_RING_STACK_RAW 0xff02u   /* raw return addresses for the preceding event (stack.c) */
+
+extern _Atomic uint64_t icx_lost[ICX_LOST_SLOTS];
+extern _Atomic uint64_t icx_recorded;
+static inline void icx_count_lost(enum icx_lost_cause cause)
+{
+    atomic_fetch_add_explicit(&icx_lost[cause], 1, memory_order_relaxed);
+}
+
+struct icx_tbuf *icx_tbuf_slow(void);
+extern ICX_TLS struct icx_tbuf *icx_tls_buf;
+#define ICX_TBUF_DEAD ((struct icx_tbuf *)1)
+
+/* Reserve `size` bytes (multiple of 8) in this thread's ring; NULL (and a counted loss) if full. */
+static inline void *icx_reserve(uint32_t size)
+{
+    struct icx_tbuf *b = icx_tls_buf;
+    if (ICX_UNLIKELY(b == NULL || b == ICX_TBUF_DEAD)) {
+        b = icx_tbuf_slow();
+        if (!b)
+            return NULL;
+    }
+    uint64_t head = atomic_load_explicit(&b->head, memory_order_relaxed);
+    uint64_t tail = atomic_load_explicit(&b->tail, memory_order_acquire);
+    uint64_t off = head & (b->cap - 1);
+    uint64_t contig = b->cap - off;
+    uint64_t need = contig < size ? contig + size : size;
+    if (ICX_UNLIKELY(head + need - tail > b->cap)) {
+        icx_count_lost(ICX_LOST_buffer_full);
+        return NULL;
+    }
+    if (ICX_UNLIKELY(contig < size)) {
+        struct icx_rec *pad = (struct icx_rec *)(b->data + off);
+        pad->type = ICX_RING_PAD;
+        pad->size = 0;
+        pad->aux = (uint32_t)contig;
+        head += contig;
+        off = 0;
+    }
+    b->reserve_at = head + size;
+    return b->data + off;
+}
+/* Publish the last reservation to the writer. */
+static inline void icx_commit(void)
+{
+    struct icx_tbuf *b = icx_tls_buf;
+    atomic_store_explicit(&b->head, b->reserve_at, memory_order_release);
+}
+
+void icx_tbuf_init(void);
+/* Writer side: call fn on every registered buffer; frees dead buffers once drained. */
+void icx_tbuf_drain_all(void (*fn)(struct icx_tbuf *b, void *ctx), void *ctx);
+void icx_tbuf_atfork_prepare(void);
+void icx_tbuf_atfork_parent(void);
+void icx_tbuf_atfork_child(void);
+
+/* ---- real symbols (resolve.c) ---- */
+struct icx_sym {
+    const char *name;
+    const char *lib; /* soname to look in with RTLD_NOLOAD when RTLD_NEXT finds nothing */
+    _Atomic(void *) fn;
+};
+void *icx_resolve_slow(struct icx_sym *s);
+static inline void *icx_resolve(struct icx_sym *s)
+{
+    void *p = atomic_load_explicit(&s->fn, memory_order_acquire);
+    return ICX_LIKELY(p != NULL) ? p : icx_resolve_slow(s);
+}
+/* Declare the real function `name` of library `lib`: a typedef and a lazily filled table slot. */
+#define ICX_REAL_DECL(lib, ret, name, params)                                                      \
+    typedef ret(*icx_real_##name##_t) params;                                                      \
+    static struct icx_sym icx_sym_##name = {#name, lib, NULL}
+/* The real function, or NULL when it cannot be found (the wrapper then fails open). */
+#define ICX_REAL(name) ((icx_real_##name##_t)icx_resolve(&icx_sym_##name))
+
+/* ---- writer (writer.c) ---- */
+int icx_writer_start(void);
+void icx_writer_stop(int exit_status);
+void icx_writer_flush_from_signal(int signo, int will_die);
+void icx_writer_atfork_prepare(void);
+void icx_writer_atfork_parent(void);
+void icx_writer_atfork_child(void);
+uint32_t icx_intern(const char *s); /* writer thread or under the writer lock only */
+void icx_note(int severity, const char *text); /* any thread; queued for the next frame */
+
+/* Frame builder used by the modules that contribute records from the writer thread. */
+struct icx_frame {
+    uint8_t *buf;
+    size_t len, cap;
+};
+void *icx_frame_put(struct icx_frame *f, uint16_t type, uint32_t aux, size_t size);
+void icx_frame_put_string(struct icx_frame *f, uint32_t id, const char *s);
+
+/* ---- CUDA (cuda.c, gpu.c) ---- */
+void icx_cuda_writer_tick(struct icx_frame *f, int final); /* devices, GPU spans, notes */
+void icx_gpu_pending(const struct icx_rec *r);               /* writer: a ring GPU_PENDING */
+void icx_cuda_detect_static(void);
+
+/* ---- stacks (stack.c) ---- */
+void icx_stack_capture(void);                                   /* after an event, in its thread */
+void icx_stack_intern(struct icx_frame *f, const struct icx_rec *raw); /* writer */
+void icx_stack_symbolize(struct icx_frame *f);                  /* writer, at the end */
+
+/* ---- identity (core.c) ---- */
+void icx_emit_identity(struct icx_frame *f);
+int icx_expand_output(const char *pattern, char *out, size_t outlen);
+/* Set icx_cfg.output from ICX_OUTPUT; in a fork child (child=1) make it unique to the child. */
+int icx_output_resolve(int child);
+
+#endif

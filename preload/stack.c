@@ -1,0 +1,164 @@
+/* Native call stacks (ICX_STACKS): captured with libunwind's unw_backtrace in the calling thread
+ * (libunwind because it unwinds through frames without frame pointers, which glibc's backtrace
+ * handles less reliably from a preload and which -O2 jobs rarely keep), deduplicated by the writer
+ * into a stack table, and symbolized with dladdr once, when the trace is finished. */
+#include <dlfcn.h>
+#include <libunwind.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "icx.h"
+
+#define ICX_STACK_DEPTH 32
+
+void icx_stack_capture(void)
+{
+    void *ips[ICX_STACK_DEPTH];
+    int n = unw_backtrace(ips, ICX_STACK_DEPTH);
+    if (n <= 0) {
+        icx_count_lost(ICX_LOST_stack_error);
+        return;
+    }
+    struct icx_rec *r = icx_reserve((uint32_t)(sizeof(*r) + (size_t)n * sizeof(uint64_t)));
+    if (!r)
+        return;
+    r->type = ICX_RING_STACK_RAW;
+    r->size = (uint16_t)(sizeof(*r) + (size_t)n * sizeof(uint64_t));
+    r->aux = (uint32_t)n;
+    uint64_t *out = (uint64_t *)(r + 1);
+    for (int i = 0; i < n; i++)
+        out[i] = (uint64_t)(uintptr_t)ips[i];
+    icx_commit();
+}
+
+/* ---- writer side: the stack table ---- */
+struct icx_stack {
+    uint64_t hash;
+    uint32_t id, depth;
+    uint64_t *pc;
+};
+static struct icx_stack *icx_stacks;
+static size_t icx_stacks_cap, icx_stacks_n;
+static uintptr_t icx_self_lo, icx_self_hi;
+
+static int icx_is_self(uint64_t pc)
+{
+    if (!icx_self_lo) {
+        Dl_info di;
+        if (dladdr((void *)icx_stack_capture, &di)) {
+            icx_self_lo = (uintptr_t)di.dli_fbase;
+            icx_self_hi = (uintptr_t)icx_stack_capture + (16u << 20); /* generous: our .text */
+        }
+    }
+    Dl_info di;
+    return pc >= icx_self_lo && pc < icx_self_hi && dladdr((void *)(uintptr_t)pc, &di) &&
+           (uintptr_t)di.dli_fbase == icx_self_lo;
+}
+
+static int icx_stacks_grow(void)
+{
+    size_t ncap = icx_stacks_cap ? icx_stacks_cap * 2 : 256;
+    struct icx_stack *n = calloc(ncap, sizeof(*n));
+    if (!n)
+        return -1;
+    for (size_t i = 0; i < icx_stacks_cap; i++) {
+        if (!icx_stacks[i].pc)
+            continue;
+        size_t j = icx_stacks[i].hash & (ncap - 1);
+        while (n[j].pc)
+            j = (j + 1) & (ncap - 1);
+        n[j] = icx_stacks[i];
+    }
+    free(icx_stacks);
+    icx_stacks = n;
+    icx_stacks_cap = ncap;
+    return 0;
+}
+
+void icx_stack_intern(struct icx_frame *f, const struct icx_rec *raw)
+{
+    const uint64_t *pc = (const uint64_t *)(raw + 1);
+    uint32_t depth = raw->aux;
+    while (depth > 0 && icx_is_self(pc[0])) { /* drop our own frames */
+        pc++;
+        depth--;
+    }
+    if (depth == 0)
+        return;
+    uint64_t h = 1469598103934665603ull ^ depth;
+    for (uint32_t i = 0; i < depth; i++)
+        h = (h ^ pc[i]) * 1099511628211ull;
+    if (icx_stacks_n * 2 >= icx_stacks_cap && icx_stacks_grow() != 0)
+        return;
+    size_t j = h & (icx_stacks_cap - 1);
+    while (icx_stacks[j].pc) {
+        struct icx_stack *s = &icx_stacks[j];
+        if (s->hash == h && s->depth == depth && memcmp(s->pc, pc, depth * sizeof(*pc)) == 0)
+            goto ref;
+        j = (j + 1) & (icx_stacks_cap - 1);
+    }
+    uint64_t *copy = malloc(depth * sizeof(*pc));
+    if (!copy)
+        return;
+    memcpy(copy, pc, depth * sizeof(*pc));
+    icx_stacks[j] = (struct icx_stack){h, (uint32_t)icx_stacks_n + 1, depth, copy};
+    icx_stacks_n++;
+    struct icx_rec_stack *st = icx_frame_put(f, ICX_REC_STACK, icx_stacks[j].id,
+                                             sizeof(*st) + depth * sizeof(uint64_t));
+    if (st) {
+        st->depth = depth;
+        memcpy(st + 1, pc, depth * sizeof(*pc));
+    }
+ref:
+    icx_frame_put(f, ICX_REC_STACK_REF, icx_stacks[j].id, sizeof(struct icx_rec));
+}
+
+static int icx_u64_cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+void icx_stack_symbolize(struct icx_frame *f)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < icx_stacks_cap; i++)
+        total += icx_stacks[i].pc ? icx_stacks[i].depth : 0;
+    if (!total)
+        return;
+    uint64_t *all = malloc(total * sizeof(*all));
+    if (!all)
+        return;
+    size_t n = 0;
+    for (size_t i = 0; i < icx_stacks_cap; i++)
+        for (uint32_t k = 0; icx_stacks[i].pc && k < icx_stacks[i].depth; k++)
+            all[n++] = icx_stacks[i].pc[k];
+    qsort(all, n, sizeof(*all), icx_u64_cmp);
+    for (size_t i = 0; i < n; i++) {
+        if (i && all[i] == all[i - 1])
+            continue;
+        Dl_info di;
+        char text[512];
+        /* Return addresses point after the call: look up pc-1 so the call's own line is named. */
+        if (dladdr((void *)(uintptr_t)(all[i] - 1), &di) && di.dli_fname) {
+            const char *mod = strrchr(di.dli_fname, '/');
+            mod = mod ? mod + 1 : di.dli_fname;
+            if (di.dli_sname)
+                snprintf(text, sizeof(text), "%s+0x%llx (%s)", di.dli_sname,
+                         (unsigned long long)(all[i] - (uintptr_t)di.dli_saddr), mod);
+            else
+                snprintf(text, sizeof(text), "0x%llx (%s+0x%llx)", (unsigned long long)all[i], mod,
+                         (unsigned long long)(all[i] - (uintptr_t)di.dli_fbase));
+        } else {
+            snprintf(text, sizeof(text), "0x%llx", (unsigned long long)all[i]);
+        }
+        uint32_t id = icx_intern(text);
+        struct icx_rec_symbol *s = icx_frame_put(f, ICX_REC_SYMBOL, 0, sizeof(*s));
+        if (s) {
+            s->addr = all[i];
+            s->text = id;
+        }
+    }
+    free(all);
+}

@@ -1,0 +1,110 @@
+/* Per-thread record rings: lock-free on the recording side (initial-exec TLS pointer, one
+ * single-producer/single-consumer ring per thread), drained by the writer thread.  Registration of a
+ * new thread and the writer's walk take one mutex; the hot path never does. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "icx.h"
+
+ICX_TLS struct icx_tbuf *icx_tls_buf;
+_Atomic uint64_t icx_lost[ICX_LOST_SLOTS];
+_Atomic uint64_t icx_recorded;
+
+static pthread_mutex_t icx_tbuf_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct icx_tbuf *icx_tbuf_list;
+static pthread_key_t icx_tbuf_key;
+static int icx_tbuf_key_ok;
+
+static void icx_tbuf_thread_exit(void *arg)
+{
+    struct icx_tbuf *b = arg;
+    icx_tls_buf = ICX_TBUF_DEAD; /* events from later TLS destructors are dropped, not re-registered */
+    atomic_store_explicit(&b->dead, 1, memory_order_release);
+}
+
+void icx_tbuf_init(void)
+{
+    if (pthread_key_create(&icx_tbuf_key, icx_tbuf_thread_exit) == 0)
+        icx_tbuf_key_ok = 1;
+}
+
+struct icx_tbuf *icx_tbuf_slow(void)
+{
+    if (icx_tls_buf == ICX_TBUF_DEAD) {
+        icx_count_lost(ICX_LOST_no_buffer);
+        return NULL;
+    }
+    struct icx_tbuf *b = calloc(1, sizeof(*b));
+    uint8_t *data = b ? malloc(icx_cfg.buffer_bytes) : NULL;
+    if (!data) {
+        free(b);
+        icx_count_lost(ICX_LOST_no_buffer);
+        return NULL;
+    }
+    b->data = data;
+    b->cap = icx_cfg.buffer_bytes;
+    b->tid = (uint32_t)icx_gettid();
+    pthread_mutex_lock(&icx_tbuf_lock);
+    b->next = icx_tbuf_list;
+    icx_tbuf_list = b;
+    pthread_mutex_unlock(&icx_tbuf_lock);
+    if (icx_tbuf_key_ok)
+        pthread_setspecific(icx_tbuf_key, b);
+    icx_tls_buf = b;
+    return b;
+}
+
+void icx_tbuf_drain_all(void (*fn)(struct icx_tbuf *b, void *ctx), void *ctx)
+{
+    pthread_mutex_lock(&icx_tbuf_lock);
+    struct icx_tbuf **link = &icx_tbuf_list;
+    while (*link) {
+        struct icx_tbuf *b = *link;
+        /* Read `dead` before draining: a buffer seen dead here has no more producers, so once
+         * drained it can go. */
+        int dead = atomic_load_explicit(&b->dead, memory_order_acquire);
+        fn(b, ctx);
+        if (dead) {
+            *link = b->next;
+            free(b->data);
+            free(b);
+        } else {
+            link = &b->next;
+        }
+    }
+    pthread_mutex_unlock(&icx_tbuf_lock);
+}
+
+void icx_tbuf_atfork_prepare(void)
+{
+    pthread_mutex_lock(&icx_tbuf_lock);
+}
+
+void icx_tbuf_atfork_parent(void)
+{
+    pthread_mutex_unlock(&icx_tbuf_lock);
+}
+
+/* In the child only the forking thread exists.  The other threads' buffers hold the parent's
+ * events: drop them (leaked, not freed: their owners' TLS may still point at them in no thread). The
+ * forking thread's ring is emptied so the child starts clean. */
+void icx_tbuf_atfork_child(void)
+{
+    pthread_mutex_init(&icx_tbuf_lock, NULL);
+    struct icx_tbuf *self = icx_tls_buf;
+    if (self == ICX_TBUF_DEAD)
+        self = NULL;
+    icx_tbuf_list = NULL;
+    if (self) {
+        uint64_t head = atomic_load_explicit(&self->head, memory_order_relaxed);
+        atomic_store_explicit(&self->tail, head, memory_order_relaxed);
+        self->tid = (uint32_t)icx_gettid();
+        self->announced = 0;
+        self->next = NULL;
+        icx_tbuf_list = self;
+    }
+    for (int i = 0; i < ICX_LOST_SLOTS; i++)
+        atomic_store(&icx_lost[i], 0);
+    atomic_store(&icx_recorded, 0);
+}

@@ -1,0 +1,208 @@
+/* Topology of the devices the job touched: PCI address, name and NUMA node of each GPU, and the
+ * kind and capacity of the link between each pair (NVLink direct or through NVSwitch, from NVML;
+ * PCIe otherwise, from sysfs).  Runs in the writer thread only.  NVML is dlopen'ed: when it is absent
+ * the links are reported as unknown, and the trace says so.  All sysfs reads go through
+ * ICX_SYSFS_ROOT (like hwloc's HWLOC_FSROOT) so tests can present any machine. */
+#include <ctype.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_int.h"
+#include "nvml_abi.h"
+
+#define ICX_MAX_DEV 64
+
+ICX_REAL_DECL("libcudart.so.13", cudaError_t, cudaDeviceGetPCIBusId, (char *, int, int));
+
+static struct {
+    int tried, ok;
+    nvmlReturn_t (*init)(void);
+    nvmlReturn_t (*by_pci)(const char *, nvmlDevice_t *);
+    nvmlReturn_t (*name)(nvmlDevice_t, char *, unsigned);
+    nvmlReturn_t (*link_state)(nvmlDevice_t, unsigned, nvmlEnableState_t *);
+    nvmlReturn_t (*remote_pci)(nvmlDevice_t, unsigned, nvmlPciInfo_t *);
+    nvmlReturn_t (*remote_type)(nvmlDevice_t, unsigned, nvmlIntNvLinkDeviceType_t *);
+    nvmlReturn_t (*fields)(nvmlDevice_t, int, nvmlFieldValue_t *);
+} icx_nvml;
+
+struct icx_gpu_topo {
+    char bus[32];          /* lower-case, 0000:18:00.0 */
+    int numa;
+    unsigned switch_links; /* active links to an NVSwitch */
+    unsigned nremote;      /* active links to a GPU, and that GPU's bus id */
+    char remote_bus[NVML_NVLINK_MAX_LINKS][32];
+    unsigned long long link_mbps; /* per link, per direction */
+    double pcie_bps;
+};
+static struct icx_gpu_topo icx_topo[ICX_MAX_DEV];
+static uint64_t icx_topo_known;
+
+static void icx_nvml_load(void)
+{
+    if (icx_nvml.tried)
+        return;
+    icx_nvml.tried = 1;
+    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        icx_note(0, "NVML (libnvidia-ml.so.1) not found: NVLink topology and link capacities "
+                    "unknown");
+        return;
+    }
+    *(void **)&icx_nvml.init = dlsym(h, "nvmlInit_v2");
+    *(void **)&icx_nvml.by_pci = dlsym(h, "nvmlDeviceGetHandleByPciBusId_v2");
+    *(void **)&icx_nvml.name = dlsym(h, "nvmlDeviceGetName");
+    *(void **)&icx_nvml.link_state = dlsym(h, "nvmlDeviceGetNvLinkState");
+    *(void **)&icx_nvml.remote_pci = dlsym(h, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
+    *(void **)&icx_nvml.remote_type = dlsym(h, "nvmlDeviceGetNvLinkRemoteDeviceType");
+    *(void **)&icx_nvml.fields = dlsym(h, "nvmlDeviceGetFieldValues");
+    if (!icx_nvml.init || !icx_nvml.by_pci || !icx_nvml.link_state || !icx_nvml.remote_pci ||
+        icx_nvml.init() != NVML_SUCCESS) {
+        icx_note(0, "NVML present but unusable: NVLink topology and link capacities unknown");
+        return;
+    }
+    icx_nvml.ok = 1;
+}
+
+static void icx_lower(char *s)
+{
+    for (; *s; s++)
+        *s = (char)tolower((unsigned char)*s);
+}
+
+static int icx_sysfs_read(const char *bus, const char *attr, char *out, size_t outlen)
+{
+    const char *root = getenv("ICX_SYSFS_ROOT");
+    char path[512];
+    snprintf(path, sizeof(path), "%s/sys/bus/pci/devices/%s/%s", root ? root : "", bus, attr);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -1;
+    char *ok = fgets(out, (int)outlen, f);
+    fclose(f);
+    if (!ok)
+        return -1;
+    out[strcspn(out, "\n")] = 0;
+    return 0;
+}
+
+/* PCIe payload bandwidth per direction from the link's speed (GT/s) and width. */
+static double icx_pcie_bps(const char *bus)
+{
+    char speed[64], width[16];
+    if (icx_sysfs_read(bus, "current_link_speed", speed, sizeof(speed)) ||
+        icx_sysfs_read(bus, "current_link_width", width, sizeof(width)))
+        return 0;
+    double gts = atof(speed);
+    int lanes = atoi(width);
+    double enc = gts >= 8.0 ? 128.0 / 130.0 : 0.8; /* Gen3+ 128b/130b, Gen1/2 8b/10b */
+    return gts * 1e9 * enc * lanes / 8.0;
+}
+
+static void icx_describe_one(struct icx_frame *f, int dev)
+{
+    struct icx_gpu_topo *t = &icx_topo[dev];
+    icx_real_cudaDeviceGetPCIBusId_t busid = ICX_REAL(cudaDeviceGetPCIBusId);
+    char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE] = "";
+    t->numa = -1;
+    if (busid && busid(t->bus, (int)sizeof(t->bus), dev) == cudaSuccess) {
+        icx_lower(t->bus);
+        char numa[32];
+        if (icx_sysfs_read(t->bus, "numa_node", numa, sizeof(numa)) == 0)
+            t->numa = atoi(numa);
+        t->pcie_bps = icx_pcie_bps(t->bus);
+    }
+    nvmlDevice_t h;
+    if (icx_nvml.ok && t->bus[0] && icx_nvml.by_pci(t->bus, &h) == NVML_SUCCESS) {
+        if (icx_nvml.name)
+            icx_nvml.name(h, name, sizeof(name));
+        if (icx_nvml.fields) {
+            nvmlFieldValue_t fv;
+            memset(&fv, 0, sizeof(fv));
+            fv.fieldId = NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON;
+            if (icx_nvml.fields(h, 1, &fv) == NVML_SUCCESS && fv.nvmlReturn == NVML_SUCCESS)
+                t->link_mbps = fv.valueType == NVML_VALUE_TYPE_UNSIGNED_LONG_LONG ? fv.value.ullVal
+                                                                                   : fv.value.uiVal;
+        }
+        for (unsigned l = 0; l < NVML_NVLINK_MAX_LINKS; l++) {
+            nvmlEnableState_t on = 0;
+            if (icx_nvml.link_state(h, l, &on) != NVML_SUCCESS || on != NVML_FEATURE_ENABLED)
+                continue;
+            nvmlIntNvLinkDeviceType_t type = NVML_NVLINK_DEVICE_TYPE_UNKNOWN;
+            if (icx_nvml.remote_type)
+                icx_nvml.remote_type(h, l, &type);
+            nvmlPciInfo_t pci;
+            memset(&pci, 0, sizeof(pci));
+            if (type == NVML_NVLINK_DEVICE_TYPE_SWITCH) {
+                t->switch_links++;
+            } else if (icx_nvml.remote_pci(h, l, &pci) == NVML_SUCCESS) {
+                icx_lower(pci.busId);
+                snprintf(t->remote_bus[t->nremote++], sizeof(t->remote_bus[0]), "%s", pci.busId);
+            }
+        }
+    }
+    icx_topo_known |= 1ull << dev;
+    uint32_t s_name = icx_intern(name), s_bus = icx_intern(t->bus);
+    struct icx_rec_device *d = icx_frame_put(f, ICX_REC_DEVICE, (uint32_t)dev, sizeof(*d));
+    if (d) {
+        d->name = s_name;
+        d->pci_bus_id = s_bus;
+        d->numa_node = t->numa;
+    }
+}
+
+static unsigned icx_direct_links(const struct icx_gpu_topo *from, const struct icx_gpu_topo *to)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < from->nremote; i++)
+        n += to->bus[0] && strcmp(from->remote_bus[i], to->bus) == 0;
+    return n;
+}
+
+static void icx_put_link(struct icx_frame *f, int a, int b)
+{
+    const struct icx_gpu_topo *ta = &icx_topo[a], *tb = &icx_topo[b];
+    unsigned direct = icx_direct_links(ta, tb);
+    uint32_t kind = ICX_LINK_UNKNOWN, flags = 0, nlinks = 0;
+    double cap = 0;
+    if (direct) {
+        kind = ICX_LINK_NVLINK;
+        nlinks = direct;
+    } else if (ta->switch_links && tb->switch_links) {
+        kind = ICX_LINK_NVLINK;
+        flags = ICX_LINKF_NVSWITCH;
+        nlinks = ta->switch_links < tb->switch_links ? ta->switch_links : tb->switch_links;
+    } else if (icx_nvml.ok) {
+        kind = ICX_LINK_PCIE;
+        cap = ta->pcie_bps < tb->pcie_bps ? ta->pcie_bps : tb->pcie_bps;
+    }
+    if (kind == ICX_LINK_NVLINK) {
+        unsigned long long mbps = ta->link_mbps ? ta->link_mbps : tb->link_mbps;
+        cap = (double)nlinks * (double)mbps * 1e6;
+    }
+    struct icx_rec_link *l = icx_frame_put(f, ICX_REC_LINK, kind, sizeof(*l));
+    if (l) {
+        l->src_dev = a;
+        l->dst_dev = b;
+        l->nlinks = nlinks;
+        l->flags = flags;
+        l->capacity_bps = (uint64_t)cap;
+    }
+}
+
+void icx_topo_describe(struct icx_frame *f, uint64_t devices)
+{
+    icx_nvml_load();
+    uint64_t old = icx_topo_known;
+    for (int d = 0; d < ICX_MAX_DEV; d++)
+        if (devices & (1ull << d))
+            icx_describe_one(f, d);
+    /* Every ordered pair with at least one newly described end. */
+    for (int a = 0; a < ICX_MAX_DEV; a++)
+        for (int b = 0; b < ICX_MAX_DEV; b++)
+            if (a != b && (icx_topo_known & (1ull << a)) && (icx_topo_known & (1ull << b)) &&
+                ((devices & (1ull << a)) || (devices & (1ull << b))) &&
+                !((old & (1ull << a)) && (old & (1ull << b))))
+                icx_put_link(f, a, b);
+}
