@@ -28,8 +28,9 @@ UNIT_PROGS := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit_%,$(wildcard tests/u
 BENCH_PROGS := $(BUILD)/bench/bench_copy $(BUILD)/bench/libnullcudart.so.13
 
 .PHONY: all deps test demo sanitize bench clean format
+STATIC_TEST := $(if $(wildcard $(CUDA_HOME)/lib64/libcudart_static.a),$(BUILD)/tests/static/static_cudart)
 all: deps-ok $(LIBICX) $(ANALYZE) $(ICXRUN) $(SIM_CUDART) $(SIM_NVML) $(TEST_PROGS) $(UNIT_PROGS) \
-     $(BENCH_PROGS)
+     $(BENCH_PROGS) $(STATIC_TEST)
 
 # Checked once per build directory; tools/install-deps.sh installs (root) or names what is missing.
 deps-ok: $(BUILD)/.deps-ok
@@ -83,6 +84,12 @@ $(SIM_NVML): $(patsubst tests/sim/%.c,$(O)/sim/%.o,$(SIM_NVML_SRC)) tests/sim/nv
 $(BUILD)/tests/%: tests/e2e/%.c $(SIM_CUDART)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -o $@ $< -L$(BUILD)/sim/lib -lcudart -lpthread
+
+# Statically linked CUDA runtime (nvcc's default): the tracer must detect it.
+$(BUILD)/tests/static/static_cudart: tests/static/static_cudart.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(OPT) -I$(CUDA_HOME)/include -o $@ $< $(CUDA_HOME)/lib64/libcudart_static.a \
+	    -ldl -lpthread -lrt
 
 $(BUILD)/tests/unit_%: tests/unit/%.c $(BUILD)/lib/libicxreader.a
 	@mkdir -p $(dir $@)

@@ -378,7 +378,8 @@ static int span_cmp(const void *a, const void *b)
 
 static void match_spans(struct icx_proc *p)
 {
-    qsort(p->spans, p->nspans, sizeof(*p->spans), span_cmp);
+    if (p->nspans > 1)
+        qsort(p->spans, p->nspans, sizeof(*p->spans), span_cmp);
     for (size_t i = 0; i < p->ncopies; i++) {
         struct icx_copy *c = &p->copies[i];
         if (!c->copy_id)
@@ -471,6 +472,13 @@ int icx_read_buffer(struct icx_trace *t, const char *name, const uint8_t *buf, s
             continue;
         }
         in->frames++;
+        if (in->frames == 1 && !d.cur &&
+            (got < sizeof(struct icx_rec) || ((const struct icx_rec *)out)->type != ICX_REC_FILE_HEADER)) {
+            snprintf(err, errlen, "offset %zu: zstd data without an icxtrace header: not an icxtrace "
+                                  "trace", off);
+            fatal = 1;
+            break;
+        }
         if (decode_frame(&d, out, got, ferr, sizeof(ferr)) != 0) {
             if (in->frames == 1 && !d.cur) {
                 snprintf(err, errlen, "offset %zu: %s", off, ferr);
@@ -578,7 +586,8 @@ int icx_read_path(struct icx_trace *t, const char *path)
             snprintf(names[n++], plen, "%s/%s", path, e->d_name);
     }
     closedir(dir);
-    qsort(names, n, sizeof(*names), name_cmp);
+    if (n > 1)
+        qsort(names, n, sizeof(*names), name_cmp);
     int failed = 0;
     if (n == 0) {
         fprintf(stderr, "icx-analyze: %s: no *.icx.zst traces in this directory\n", path);

@@ -112,7 +112,8 @@ int icx_links_compute(const struct icx_trace *t, struct icx_links *L)
     double sum = 0, sumsq = 0, max = 0;
     for (size_t i = 0; i < L->n; i++) {
         struct icx_link_row *r = &L->rows[i];
-        qsort(r->iv, r->niv, 2 * sizeof(double), iv_cmp);
+        if (r->niv > 1)
+            qsort(r->iv, r->niv, 2 * sizeof(double), iv_cmp);
         double busy = 0, cur_a = 0, cur_b = -1;
         for (size_t k = 0; k < r->niv; k++) {
             double a = r->iv[2 * k], b = r->iv[2 * k + 1];
@@ -151,7 +152,8 @@ int icx_links_compute(const struct icx_trace *t, struct icx_links *L)
     } else {
         L->max_over_mean = L->cv = NAN;
     }
-    qsort(L->rows, L->n, sizeof(*L->rows), link_cmp);
+    if (L->n > 1)
+        qsort(L->rows, L->n, sizeof(*L->rows), link_cmp);
     return 0;
 }
 

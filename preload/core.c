@@ -330,15 +330,21 @@ int icx_output_resolve(int child)
     }
     size_t l = strlen(expanded);
     struct stat st;
+    size_t cap = sizeof(icx_cfg.output);
+    int n;
     if (expanded[l - 1] == '/' || (stat(expanded, &st) == 0 && S_ISDIR(st.st_mode))) {
         char tail[512];
         icx_expand_output("%h-%p.icx.zst", tail, sizeof(tail));
-        snprintf(icx_cfg.output, sizeof(icx_cfg.output), "%s%s%s", expanded,
-                 expanded[l - 1] == '/' ? "" : "/", tail);
+        n = snprintf(icx_cfg.output, cap, "%s%s%s", expanded, expanded[l - 1] == '/' ? "" : "/",
+                     tail);
     } else if (child && !strstr(pat, "%p")) {
-        snprintf(icx_cfg.output, sizeof(icx_cfg.output), "%s.%d", expanded, (int)getpid());
+        n = snprintf(icx_cfg.output, cap, "%s.%d", expanded, (int)getpid());
     } else {
-        snprintf(icx_cfg.output, sizeof(icx_cfg.output), "%s", expanded);
+        n = snprintf(icx_cfg.output, cap, "%s", expanded);
+    }
+    if (n < 0 || (size_t)n >= cap) {
+        icx_log("ICX_OUTPUT is too long; running untraced\n");
+        return -ENAMETOOLONG;
     }
     return 0;
 }

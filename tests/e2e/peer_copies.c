@@ -2,7 +2,8 @@
  * through the CUDA runtime API.  Writes the ground truth it issued (per directed link: bytes and
  * copies) to the file named by argv[1], checks every copied byte, and exits non-zero on any CUDA
  * error or data mismatch.  Optional argv[2]: "hang" sleeps forever after issuing everything (for
- * kill tests); "loop" repeats the pattern until killed. */
+ * kill tests); "loop" repeats the pattern until killed.  Optional argv[3]: a file rewritten after
+ * each round with the number of peer copies completed so far. */
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -142,7 +143,7 @@ static void *thread_c(void *arg)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s TRUTH_FILE [hang|loop]\n", argv[0]);
+        fprintf(stderr, "usage: %s TRUTH_FILE [hang|loop [PROGRESS_FILE]]\n", argv[0]);
         return 1;
     }
     int ndev = 0;
@@ -170,6 +171,17 @@ int main(int argc, char **argv)
                     fprintf(f, "%d %d %llu %llu\n", s, d, (unsigned long long)truth_bytes[s][d],
                             (unsigned long long)truth_ops[s][d]);
         fclose(f);
+        if (argc > 3) {
+            unsigned long long done = 0;
+            char tmp[4096];
+            for (int s = 0; s < 8; s++)
+                for (int d = 0; d < 8; d++)
+                    done += truth_ops[s][d];
+            snprintf(tmp, sizeof(tmp), "%s.tmp", argv[3]);
+            FILE *pf = fopen(tmp, "w");
+            if (!pf || fprintf(pf, "%llu\n", done) < 0 || fclose(pf) != 0 || rename(tmp, argv[3]))
+                return 1;
+        }
         if (strcmp(mode, "hang") == 0)
             for (;;)
                 pause();

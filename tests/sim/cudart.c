@@ -10,6 +10,7 @@
 #include <cuda_runtime_api.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -164,6 +165,10 @@ static struct CUstream_st *legacy[SIM_MAX_GPUS];
 static void *worker_main(void *arg)
 {
     struct CUstream_st *s = arg;
+    /* The "device" runs on host CPUs here; on real hardware it does not compete with the host
+     * threads.  SCHED_IDLE keeps the simulated copies from preempting the job's threads. */
+    struct sched_param sp = {0};
+    pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
     pthread_mutex_lock(&s->mu);
     for (;;) {
         while (!s->head && !s->stop)

@@ -1,0 +1,18 @@
+/* Workload: argv[1] back-to-back small async peer copies 0->1 on one stream, then one sync. */
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+int main(int argc, char **argv)
+{
+    int n = argc > 1 ? atoi(argv[1]) : 1000;
+    void *a, *b;
+    cudaStream_t s;
+    if (cudaSetDevice(0) || cudaMalloc(&a, 4096) || cudaStreamCreate(&s) || cudaSetDevice(1) ||
+        cudaMalloc(&b, 4096) || cudaSetDevice(0))
+        return 2;
+    for (int i = 0; i < n; i++)
+        if (cudaMemcpyPeerAsync(b, 1, a, 0, 4096, s) != cudaSuccess)
+            return 2;
+    return cudaStreamSynchronize(s) == cudaSuccess ? 0 : 2;
+}

@@ -1,0 +1,441 @@
+#!/usr/bin/env python3
+"""End-to-end tests: small programs run under LD_PRELOAD=libicxtrace.so on the simulated node
+(build/sim/lib), and icx-analyze's output is compared with what is known to be true.
+
+Usage: run_e2e.py BUILD_DIR [TEST_NAME...]   Prints PASS/FAIL/SKIP lines and 'N passed, N failed'.
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+BUILD = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+LIB = os.path.join(BUILD, "lib", "libicxtrace.so")
+SIMLIB = os.path.join(BUILD, "sim", "lib")
+ANALYZE = os.path.join(BUILD, "bin", "icx-analyze")
+TESTS = os.path.join(BUILD, "tests")
+TOPO = os.path.join(ROOT, "tests", "sim", "topologies", "dgx-h100.topo")
+SANITIZE = os.environ.get("ICX_TEST_SANITIZE") == "1"
+
+
+class Failure(Exception):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise Failure(msg)
+
+
+def env_for(tmp, **extra):
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = SIMLIB
+    env["ICXSIM_TOPOLOGY"] = TOPO
+    env["LD_PRELOAD"] = LIB
+    env["ICX_OUTPUT"] = os.path.join(tmp, "trace.icx.zst")
+    env.pop("ICX_DISABLE", None)
+    if SANITIZE:
+        # The preloaded tracer carries ASan; the runtime must come first in the preload list.
+        asan = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True,
+                              text=True).stdout.strip()
+        env["LD_PRELOAD"] = asan + ":" + LIB
+        env["ASAN_OPTIONS"] = "detect_leaks=0:abort_on_error=0:exitcode=86"
+        env["UBSAN_OPTIONS"] = "halt_on_error=1:exitcode=87:print_stacktrace=1"
+    for k, v in extra.items():
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = str(v)
+    return env
+
+
+def run(cmd, env, timeout=120, check_rc=True):
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    if check_rc and p.returncode != 0:
+        raise Failure("%s exited %d\nstdout: %s\nstderr: %s" % (cmd, p.returncode, p.stdout[-2000:],
+                                                                 p.stderr[-2000:]))
+    return p
+
+
+def analyze(paths, json_out=True, check_rc=True, command=None):
+    cmd = [ANALYZE] + ([command] if command else []) + (["--json"] if json_out else []) + list(paths)
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+    check(p.returncode >= 0, "icx-analyze died of signal %d: %s" % (-p.returncode, p.stderr))
+    if check_rc and p.returncode != 0:
+        raise Failure("icx-analyze %s exited %d: %s" % (paths, p.returncode, p.stderr[-2000:]))
+    if json_out and p.returncode == 0:
+        return json.loads(p.stdout), p
+    return None, p
+
+
+def read_truth(path):
+    truth = {}
+    with open(path) as f:
+        for line in f:
+            s, d, b, n = map(int, line.split())
+            truth[(s, d)] = (b, n)
+    return truth
+
+
+def topo_model():
+    """Rate (bytes/s) per GPU pair and per-copy latency (s) of the simulated node."""
+    vals = {}
+    with open(TOPO) as f:
+        for line in f:
+            parts = line.split("#")[0].split()
+            if len(parts) >= 2:
+                vals[parts[0]] = parts[1:]
+    rate = int(vals["nvswitch_links"][0]) * float(vals["nvlink_gbps"][0]) * 1e9
+    return rate, float(vals["latency_us"][0]) * 1e-6
+
+
+def links_by_pair(doc):
+    return {(l["src"], l["dst"]): l for l in doc["links"]}
+
+
+# ---------------------------------------------------------------------------------------------
+
+def test_exports():
+    """Only the intercepted entry points are exported by libicxtrace.so."""
+    out = subprocess.run(["nm", "-D", "--defined-only", LIB], capture_output=True, text=True).stdout
+    syms = sorted(l.split()[-1] for l in out.splitlines() if l.split() and l.split()[-1] != "")
+    syms = [s for s in syms if not s.startswith("_") and s != "bss_start"]
+    with open(os.path.join(ROOT, "preload", "exports.map")) as f:
+        text = f.read()
+    listed = sorted(re.findall(r"\b(cuda\w+)\s*;", text))
+    check(syms == listed, "exported %s, expected %s" % (syms, listed))
+
+
+def test_exact_links_all_timed():
+    """Known copy pattern -> exact bytes and ops per link; async GPU bandwidth within 5 % of the
+    link model; sync copies never faster than the model; zstd -t passes."""
+    with tempfile.TemporaryDirectory() as tmp:
+        truth_file = os.path.join(tmp, "truth")
+        p = run([os.path.join(TESTS, "peer_copies"), truth_file], env_for(tmp, ICX_GPU_TIMING="all"))
+        check("trace written to" in p.stderr, "no exit line on stderr: %r" % p.stderr)
+        trace = os.path.join(tmp, "trace.icx.zst")
+        z = subprocess.run(["zstd", "-t", "-q", trace], capture_output=True, text=True)
+        check(z.returncode == 0, "zstd -t failed: %s" % z.stderr)
+        doc, _ = analyze([trace])
+        truth = read_truth(truth_file)
+        links = links_by_pair(doc)
+        check(set(links) == set(truth), "links %s, truth %s" % (sorted(links), sorted(truth)))
+        rate, lat = topo_model()
+        sync_pairs = {(2, 3), (6, 7)}
+        for pair, (b, n) in truth.items():
+            l = links[pair]
+            check(l["bytes"] == b and l["ops"] == n, "%s: got %d B/%d ops, truth %d B/%d ops"
+                  % (pair, l["bytes"], l["ops"], b, n))
+            check(l["kind"] == "NVLink" and l["nvswitch"] and l["nvlinks"] == 18, "%s kind %s"
+                  % (pair, l["kind"]))
+            check(abs(l["capacity_bytes_per_s"] - rate) < 1, "capacity %s" % l["capacity_bytes_per_s"])
+            check(l["gpu_timed_ops"] == n, "%s: %d of %d copies GPU-timed" % (pair, l["gpu_timed_ops"], n))
+            model = b / (n * lat + b / rate)
+            got = l["achieved_bytes_per_s"]
+            if SANITIZE:
+                continue  # ASan slows the host 2-5x: bandwidth is checked in the normal run only
+            if pair in sync_pairs:
+                check(got <= model * 1.05, "%s sync copies faster than the model: %g > %g"
+                      % (pair, got, model))
+            else:
+                check(abs(got - model) / model <= 0.05, "%s achieved %.1f GB/s, model %.1f GB/s"
+                      % (pair, got / 1e9, model / 1e9))
+        proc = doc["processes"][0]
+        check(proc["complete"] and proc["peer_copies"] == sum(n for _, n in truth.values()),
+              "process %s" % proc)
+        check(all(v == 0 for v in proc["lost"].values()), "lost %s" % proc["lost"])
+        names = {d["name"] for d in proc["devices"]}
+        check(any("simulated" in n for n in names), "device names %s" % names)
+
+
+def test_exact_links_default_sampling():
+    """Default mode (GPU timing sampled): bytes and ops still exact; some copies GPU-timed."""
+    with tempfile.TemporaryDirectory() as tmp:
+        truth_file = os.path.join(tmp, "truth")
+        run([os.path.join(TESTS, "peer_copies"), truth_file], env_for(tmp, ICX_GPU_TIMING=None))
+        doc, _ = analyze([os.path.join(tmp, "trace.icx.zst")])
+        truth = read_truth(truth_file)
+        links = links_by_pair(doc)
+        for pair, (b, n) in truth.items():
+            check(links[pair]["bytes"] == b and links[pair]["ops"] == n, "%s mismatch" % (pair,))
+        timed = sum(l["gpu_timed_ops"] for l in doc["links"])
+        total = sum(l["ops"] for l in doc["links"])
+        check(0 < timed < total, "sampled timing: %d of %d timed" % (timed, total))
+
+
+def test_ptds_variants():
+    """Per-thread default stream builds call the _ptsz/_ptds entry points; they are traced too."""
+    with tempfile.TemporaryDirectory() as tmp:
+        truth_file = os.path.join(tmp, "truth")
+        run([os.path.join(TESTS, "ptds_copies"), truth_file], env_for(tmp, ICX_GPU_TIMING="all"))
+        doc, _ = analyze([os.path.join(tmp, "trace.icx.zst")])
+        truth = read_truth(truth_file)
+        links = links_by_pair(doc)
+        check(set(links) == set(truth), "links %s truth %s" % (sorted(links), sorted(truth)))
+        for pair, (b, n) in truth.items():
+            check(links[pair]["bytes"] == b and links[pair]["ops"] == n, "%s mismatch" % (pair,))
+            check(links[pair]["gpu_timed_ops"] == n, "%s not GPU-timed" % (pair,))
+
+
+def test_kill9_prefix():
+    """SIGKILL mid-run leaves a readable trace missing at most the last flush interval."""
+    with tempfile.TemporaryDirectory() as tmp:
+        progress = os.path.join(tmp, "progress")
+        flush_ms = 50
+        env = env_for(tmp, ICX_FLUSH_MS=flush_ms, ICX_GPU_TIMING="off")
+        p = subprocess.Popen([os.path.join(TESTS, "peer_copies"), os.path.join(tmp, "truth"), "loop",
+                              progress], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.time() + 60
+        done = 0
+        while time.time() < deadline and done < 94:
+            time.sleep(0.05)
+            try:
+                with open(progress) as f:
+                    done = int(f.read().split()[0] or 0)
+            except (OSError, ValueError, IndexError):
+                pass
+        check(done >= 94, "workload made no progress")
+        time.sleep(3 * flush_ms / 1000.0)  # every copy counted in `done` is now >= 3 flushes old
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        doc, _ = analyze([os.path.join(tmp, "trace.icx.zst")])
+        proc = doc["processes"][0]
+        check(not proc["complete"], "a killed process cannot have a final frame")
+        got = sum(l["ops"] for l in doc["links"])
+        check(got >= done, "trace has %d copies, %d were done >= 3 flush intervals before the kill"
+              % (got, done))
+
+
+def test_sigterm_flush_and_status():
+    """SIGTERM: the trace is flushed and ended, and the process still dies of SIGTERM."""
+    with tempfile.TemporaryDirectory() as tmp:
+        progress = os.path.join(tmp, "progress")
+        env = env_for(tmp, ICX_FLUSH_MS=10000, ICX_GPU_TIMING="off")
+        p = subprocess.Popen([os.path.join(TESTS, "peer_copies"), os.path.join(tmp, "truth"), "hang",
+                              progress], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.time() + 60
+        while time.time() < deadline and not os.path.exists(os.path.join(tmp, "truth")):
+            time.sleep(0.05)
+        time.sleep(0.1)
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=30)
+        check(p.returncode == -signal.SIGTERM, "exit status %d, expected death by SIGTERM" % p.returncode)
+        doc, _ = analyze([os.path.join(tmp, "trace.icx.zst")])
+        proc = doc["processes"][0]
+        check(proc["complete"] and proc["exit_status"] == 128 + signal.SIGTERM,
+              "complete=%s exit_status=%s" % (proc["complete"], proc["exit_status"]))
+        truth = read_truth(os.path.join(tmp, "truth"))
+        # Flush interval was 10 s: everything must have come from the signal-time flush.
+        check(sum(l["ops"] for l in doc["links"]) == sum(n for _, n in truth.values()),
+              "copies lost at SIGTERM")
+
+
+def test_fail_open_unwritable_output():
+    """An output that cannot be opened: one warning, the job runs untraced and unchanged."""
+    with tempfile.TemporaryDirectory() as tmp:
+        env = env_for(tmp, ICX_OUTPUT="/proc/icx-cannot-exist/trace.icx.zst")
+        p = run([os.path.join(TESTS, "peer_copies"), os.path.join(tmp, "truth")], env)
+        warnings = [l for l in p.stderr.splitlines() if l.startswith("icx[")]
+        check(len(warnings) == 1 and "running untraced" in warnings[0], "stderr: %r" % p.stderr)
+
+
+def test_disable_and_quiet():
+    """ICX_DISABLE=1 writes nothing; ICX_QUIET=1 silences the exit line."""
+    with tempfile.TemporaryDirectory() as tmp:
+        p = run([os.path.join(TESTS, "peer_copies"), os.path.join(tmp, "truth")],
+                env_for(tmp, ICX_DISABLE=1))
+        check(not os.path.exists(os.path.join(tmp, "trace.icx.zst")), "ICX_DISABLE wrote a trace")
+        check("icx[" not in p.stderr, "ICX_DISABLE printed: %r" % p.stderr)
+        p = run([os.path.join(TESTS, "peer_copies"), os.path.join(tmp, "truth")],
+                env_for(tmp, ICX_QUIET=1))
+        check("icx[" not in p.stderr, "ICX_QUIET printed: %r" % p.stderr)
+        check(os.path.exists(os.path.join(tmp, "trace.icx.zst")), "no trace")
+
+
+def test_output_placeholders_and_directory():
+    """ICX_OUTPUT expands %h %p %r %j; a directory gets host-pid files; the analyzer reads dirs."""
+    with tempfile.TemporaryDirectory() as tmp:
+        pat = os.path.join(tmp, "out", "%j", "r%r-%h-%p.icx.zst")
+        env = env_for(tmp, ICX_OUTPUT=pat, RANK=5, SLURM_JOB_ID="4242")
+        p = subprocess.Popen([os.path.join(TESTS, "peer_copies"), os.path.join(tmp, "truth")], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        p.communicate()
+        check(p.returncode == 0, "rc %d" % p.returncode)
+        host = os.uname().nodename
+        want = os.path.join(tmp, "out", "4242", "r5-%s-%d.icx.zst" % (host, p.pid))
+        check(os.path.exists(want), "missing %s; have %s" % (want, os.listdir(os.path.join(tmp, "out"))))
+        doc, _ = analyze([os.path.join(tmp, "out", "4242")])
+        proc = doc["processes"][0]
+        check(proc["rank"] == 5 and proc["job_id"] == "4242", "identity %s" % proc)
+        d = os.path.join(tmp, "dir")
+        os.mkdir(d)
+        run([os.path.join(TESTS, "peer_copies"), os.path.join(tmp, "truth")], env_for(tmp, ICX_OUTPUT=d))
+        files = os.listdir(d)
+        check(len(files) == 1 and files[0].startswith(host + "-"), "dir output %s" % files)
+
+
+def test_concatenated_and_multi_file():
+    """`cat a b` is a valid two-process trace; several files add up."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in ("a", "b"):
+            run([os.path.join(TESTS, "peer_copies"), os.path.join(tmp, "truth")],
+                env_for(tmp, ICX_OUTPUT=os.path.join(tmp, name + ".icx.zst")))
+        both = os.path.join(tmp, "both.icx.zst")
+        with open(both, "wb") as out:
+            for name in ("a", "b"):
+                with open(os.path.join(tmp, name + ".icx.zst"), "rb") as f:
+                    out.write(f.read())
+        doc, _ = analyze([both])
+        one, _ = analyze([os.path.join(tmp, "a.icx.zst")])
+        check(len(doc["processes"]) == 2, "processes %d" % len(doc["processes"]))
+        for l in doc["links"]:
+            l1 = links_by_pair(one)[(l["src"], l["dst"])]
+            check(l["bytes"] == 2 * l1["bytes"] and l["ops"] == 2 * l1["ops"], "sum mismatch")
+
+
+def test_bad_inputs():
+    """Non-traces and damaged traces: a clear one-line error or a partial read, never a crash."""
+    with tempfile.TemporaryDirectory() as tmp:
+        run([os.path.join(TESTS, "peer_copies"), os.path.join(tmp, "truth")], env_for(tmp))
+        good = os.path.join(tmp, "trace.icx.zst")
+        data = open(good, "rb").read()
+        cases = {
+            "empty": b"",
+            "text": b"hello\n" * 100,
+            "random": os.urandom(5000),
+        }
+        for name, content in cases.items():
+            path = os.path.join(tmp, name)
+            with open(path, "wb") as f:
+                f.write(content)
+            _, p = analyze([path], check_rc=False)
+            check(p.returncode == 1, "%s: rc %d" % (name, p.returncode))
+            errs = [l for l in p.stderr.splitlines() if l.startswith("icx-analyze: " + path)]
+            check(errs, "%s: no error naming the file: %r" % (name, p.stderr))
+        zpath = os.path.join(tmp, "other.zst")
+        subprocess.run(["zstd", "-q", "-f", "-o", zpath, os.path.join(ROOT, "Makefile")], check=True)
+        _, p = analyze([zpath], check_rc=False)
+        check(p.returncode == 1 and "not an icxtrace trace" in p.stderr, "zstd non-trace: %r" % p.stderr)
+        _, p = analyze([os.path.join(tmp, "does-not-exist")], check_rc=False)
+        check(p.returncode == 1 and "No such file" in p.stderr, "missing file: %r" % p.stderr)
+        # Truncated: every prefix length class still reads and reports damage.
+        for cut in (len(data) // 3, len(data) // 2, len(data) - 5):
+            path = os.path.join(tmp, "cut%d" % cut)
+            with open(path, "wb") as f:
+                f.write(data[:cut])
+            doc, p = analyze([path], check_rc=False)
+            check(p.returncode in (0, 1), "cut %d: rc %d" % (cut, p.returncode))
+            if p.returncode == 0:
+                check(not doc["processes"][0]["complete"], "truncated trace reported complete")
+        # A good file next to a bad one: the good one is still reported, rc says something failed.
+        doc, p = analyze([good, os.path.join(tmp, "text")], check_rc=False)
+        check(p.returncode == 1 and p.stdout.strip(), "mixed inputs: rc %d" % p.returncode)
+
+
+def test_static_cudart_detected():
+    """A binary with the CUDA runtime linked statically is detected and named, not silently empty."""
+    exe = os.path.join(TESTS, "static", "static_cudart")
+    if not os.path.exists(exe):
+        raise Skip("static test binary not built (no libcudart_static.a)")
+    with tempfile.TemporaryDirectory() as tmp:
+        p = run([exe], env_for(tmp, LD_LIBRARY_PATH=None), check_rc=False)
+        check("statically" in p.stderr, "no warning on stderr: %r" % p.stderr)
+        doc, _ = analyze([os.path.join(tmp, "trace.icx.zst")])
+        notes = doc["processes"][0]["notes"]
+        check(any("statically" in n["text"] and n["severity"] == "warning" for n in notes), "notes %s" % notes)
+
+
+def test_capture_safety():
+    """The tracer never records events into a capturing stream, and its polling thread cannot
+    invalidate a global-mode capture running in another thread."""
+    with tempfile.TemporaryDirectory() as tmp:
+        p = run([os.path.join(TESTS, "capture")], env_for(tmp, ICX_GPU_TIMING="all", ICX_FLUSH_MS=20))
+        check("capture ok" in p.stdout, "capture workload: %r %r" % (p.stdout, p.stderr))
+        doc, _ = analyze([os.path.join(tmp, "trace.icx.zst")])
+        proc = doc["processes"][0]
+        check(proc["lost"]["gpu_timing_capture"] >= 1, "lost %s" % proc["lost"])
+
+
+def test_fork():
+    """fork(): the child is silent by default; with ICX_FOLLOW_FORK=1 it gets its own trace."""
+    with tempfile.TemporaryDirectory() as tmp:
+        run([os.path.join(TESTS, "fork_copies")], env_for(tmp))
+        files = sorted(os.listdir(tmp))
+        check(files == ["trace.icx.zst"], "files %s" % files)
+        doc, _ = analyze([os.path.join(tmp, "trace.icx.zst")])
+        check(sum(l["ops"] for l in doc["links"]) == 4, "parent copies %s" % doc["links"])
+        out = os.path.join(tmp, "f", "%p.icx.zst")
+        run([os.path.join(TESTS, "fork_copies")], env_for(tmp, ICX_FOLLOW_FORK=1, ICX_OUTPUT=out))
+        files = os.listdir(os.path.join(tmp, "f"))
+        check(len(files) == 2, "files %s" % files)
+        doc, _ = analyze([os.path.join(tmp, "f")])
+        per_proc = sorted(p["peer_copies"] for p in doc["processes"])
+        check(per_proc == [3, 4], "per process copies %s" % per_proc)
+
+
+def test_buffer_overflow_counted():
+    """A tiny ring with a slow writer drops events, and every drop is counted."""
+    with tempfile.TemporaryDirectory() as tmp:
+        env = env_for(tmp, ICX_BUFFER_KB=64, ICX_FLUSH_MS=60000, ICX_GPU_TIMING="off")
+        run([os.path.join(TESTS, "many_copies"), "5000"], env)
+        doc, _ = analyze([os.path.join(tmp, "trace.icx.zst")])
+        proc = doc["processes"][0]
+        got = proc["peer_copies"]
+        lost = proc["lost"]["buffer_full"]
+        check(lost > 0 and got + lost == 5000, "recorded %d + lost %d != 5000" % (got, lost))
+
+
+def test_stacks():
+    """ICX_STACKS=1 records deduplicated call stacks."""
+    with tempfile.TemporaryDirectory() as tmp:
+        run([os.path.join(TESTS, "many_copies"), "100"], env_for(tmp, ICX_STACKS=1))
+        doc, _ = analyze([os.path.join(tmp, "trace.icx.zst")])
+        check(1 <= doc["processes"][0]["stacks"] <= 4, "stacks %s" % doc["processes"][0]["stacks"])
+
+
+def test_text_report():
+    """The text report names links, kinds and the simulated device."""
+    with tempfile.TemporaryDirectory() as tmp:
+        run([os.path.join(TESTS, "peer_copies"), os.path.join(tmp, "truth")], env_for(tmp))
+        _, p = analyze([os.path.join(tmp, "trace.icx.zst")], json_out=False)
+        check("GPU0->GPU1" in p.stdout and "NVLink x18 sw" in p.stdout and "(simulated)" in p.stdout,
+              "text report:\n%s" % p.stdout)
+
+
+class Skip(Exception):
+    pass
+
+
+def main():
+    names = sys.argv[2:]
+    tests = [(n, f) for n, f in globals().items() if n.startswith("test_") and callable(f)]
+    if names:
+        tests = [(n, f) for n, f in tests if n in names]
+    passed = failed = skipped = 0
+    for name, fn in tests:
+        t0 = time.time()
+        try:
+            fn()
+            print("PASS %s (%.1fs)" % (name, time.time() - t0))
+            passed += 1
+        except Skip as e:
+            print("SKIP %s: %s" % (name, e))
+            skipped += 1
+        except Exception as e:  # noqa: BLE001 - any error is a failed test
+            print("FAIL %s: %s" % (name, e))
+            failed += 1
+        sys.stdout.flush()
+    print("e2e: %d passed, %d failed, %d skipped" % (passed, failed, skipped))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,29 @@
+#!/bin/sh
+# Runs every test against $BUILD (default build/): the export check, unit tests, end-to-end tests on
+# the simulated node.  Prints one closing line: 'N passed, N failed'.
+set -u
+BUILD=${BUILD:-build}
+cd "$(dirname "$0")/.." || exit 1
+passed=0
+failed=0
+log=$(mktemp)
+for t in "$BUILD"/tests/unit_*; do
+    [ -x "$t" ] || continue
+    if "$t" >"$log" 2>&1; then
+        passed=$((passed + 1)); echo "PASS $(basename "$t")"
+    else
+        failed=$((failed + 1)); echo "FAIL $(basename "$t")"; grep -E '^FAIL' "$log" | head -20
+    fi
+done
+python3 tests/e2e/run_e2e.py "$BUILD" | tee "$log"
+line=$(grep -E '^e2e: [0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
+if [ -n "$line" ]; then
+    p=$(echo "$line" | sed -E 's/^e2e: ([0-9]+) passed.*/\1/')
+    f=$(echo "$line" | sed -E 's/^e2e: [0-9]+ passed, ([0-9]+) failed.*/\1/')
+    passed=$((passed + p)); failed=$((failed + f))
+else
+    failed=$((failed + 1)); echo "FAIL e2e harness did not finish"
+fi
+rm -f "$log"
+echo "${ICX_TEST_SANITIZE:+sanitize: }$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
