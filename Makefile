@@ -25,7 +25,7 @@ SIM_CUDART := $(BUILD)/sim/lib/libcudart.so.13
 SIM_NVML := $(BUILD)/sim/lib/libnvidia-ml.so.1
 TEST_PROGS := $(patsubst tests/e2e/%.c,$(BUILD)/tests/%,$(wildcard tests/e2e/*.c))
 UNIT_PROGS := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit_%,$(wildcard tests/unit/*.c))
-BENCH_PROGS := $(BUILD)/bench/bench_copy $(BUILD)/bench/libnullcudart.so.13
+BENCH_PROGS := $(BUILD)/bench/bench_copy $(BUILD)/bench/libnullcudart.so.13 $(BUILD)/bench/libfloor.so
 
 .PHONY: all deps test demo sanitize bench clean format
 STATIC_TEST := $(if $(wildcard $(CUDA_HOME)/lib64/libcudart_static.a),$(BUILD)/tests/static/static_cudart)
@@ -85,6 +85,15 @@ $(BUILD)/tests/%: tests/e2e/%.c $(SIM_CUDART)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -o $@ $< -L$(BUILD)/sim/lib -lcudart -lpthread
 
+# Not linked to libcudart: it dlopen()s the plugin, which is.
+$(BUILD)/tests/dlopen_local: tests/e2e/dlopen_local.c $(BUILD)/tests/copy_plugin.so
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -o $@ $< -ldl
+
+$(BUILD)/tests/copy_plugin.so: tests/plugin/copy_plugin.c $(SIM_CUDART)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -fPIC -shared -fvisibility=hidden -o $@ $< -L$(BUILD)/sim/lib -lcudart
+
 # Statically linked CUDA runtime (nvcc's default): the tracer must detect it.
 $(BUILD)/tests/static/static_cudart: tests/static/static_cudart.c
 	@mkdir -p $(dir $@)
@@ -99,6 +108,10 @@ $(BUILD)/bench/libnullcudart.so.13: bench/nullcudart.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -fPIC -shared -Wl,-soname,libcudart.so.13 \
 	    -Wl,--version-script=tests/sim/cudart.map -o $@ $<
+
+$(BUILD)/bench/libfloor.so: bench/floor_preload.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -fPIC -shared -fvisibility=hidden -o $@ $< -ldl
 
 $(BUILD)/bench/bench_copy: bench/bench_copy.c $(BUILD)/bench/libnullcudart.so.13
 	@mkdir -p $(dir $@)

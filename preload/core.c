@@ -17,7 +17,7 @@
 
 struct icx_config icx_cfg;
 _Atomic int icx_active;
-ICX_TLS int icx_tls_guard;
+ICX_TLS struct icx_thread icx_self;
 int icx_clock_tsc;
 
 int icx_gettid(void)

@@ -11,7 +11,7 @@
 #include "cuda_int.h"
 
 #define ICX_EXPORT __attribute__((visibility("default")))
-#define CUDART "libcudart.so.13"
+#define CUDART "libcudart.so" /* any version: matched against loaded objects */
 
 /* Not declared by cuda_runtime_api.h unless per-thread default streams are selected. */
 ICX_EXPORT cudaError_t cudaMemcpy_ptds(void *, const void *, size_t, enum cudaMemcpyKind);
@@ -200,7 +200,7 @@ int icx_stream_device(cudaStream_t s)
 
 /* ---- recording ---- */
 
-static void icx_record_copy(enum icx_api api, uint64_t t0, uint64_t t1, size_t bytes,
+static inline __attribute__((always_inline)) void icx_record_copy(enum icx_api api, uint64_t t0, uint64_t t1, size_t bytes,
                             cudaStream_t stream, int src, int dst, cudaError_t rc, uint32_t copy_id)
 {
     struct icx_rec_cuda_copy *r = icx_reserve(sizeof(*r));
@@ -217,8 +217,7 @@ static void icx_record_copy(enum icx_api api, uint64_t t0, uint64_t t1, size_t b
     r->dst_dev = dst;
     r->result = rc;
     r->copy_id = copy_id;
-    icx_commit();
-    atomic_fetch_add_explicit(&icx_recorded, 1, memory_order_relaxed);
+    icx_commit_event();
     icx_seen(src);
     icx_seen(dst);
 }
@@ -238,15 +237,14 @@ static void icx_record_alloc(enum icx_record_type type, enum icx_api api, uint64
     r->bytes = bytes;
     r->device = dev;
     r->result = rc;
-    icx_commit();
-    atomic_fetch_add_explicit(&icx_recorded, 1, memory_order_relaxed);
+    icx_commit_event();
     if (icx_cfg.stack_sample)
         icx_stack_capture();
 }
 
 static inline int icx_hooks_on(void)
 {
-    return atomic_load_explicit(&icx_active, memory_order_relaxed) && !icx_tls_guard;
+    return atomic_load_explicit(&icx_active, memory_order_relaxed) && !icx_self.guard;
 }
 
 /* Every copy wrapper reads: enter (guard, optional GPU timing, timestamp), real call, exit (record,
@@ -260,13 +258,13 @@ struct icx_copy_ctx {
 
 static inline void icx_copy_enter(struct icx_copy_ctx *c, cudaStream_t exec_stream)
 {
-    icx_tls_guard = 1;
+    icx_self.guard = 1;
     c->gpu.copy_id = 0;
     c->timed = icx_gpu_want() && icx_gpu_begin(&c->gpu, exec_stream);
     c->t0 = icx_ticks();
 }
 
-static inline void icx_copy_exit(struct icx_copy_ctx *c, enum icx_api api, cudaError_t rc,
+static inline __attribute__((always_inline)) void icx_copy_exit(struct icx_copy_ctx *c, enum icx_api api, cudaError_t rc,
                                  size_t bytes, cudaStream_t user_stream, cudaStream_t exec_stream,
                                  int src, int dst)
 {
@@ -277,7 +275,7 @@ static inline void icx_copy_exit(struct icx_copy_ctx *c, enum icx_api api, cudaE
     icx_record_copy(api, c->t0, t1, bytes, user_stream, src, dst, rc, c->gpu.copy_id);
     if (ICX_UNLIKELY(icx_cfg.stack_sample) && icx_stack_due())
         icx_stack_capture();
-    icx_tls_guard = 0;
+    icx_self.guard = 0;
     errno = c->saved_errno;
 }
 
@@ -414,12 +412,12 @@ ICX_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
         return cudaErrorSharedObjectSymbolNotFound;
     if (!icx_hooks_on())
         return real(devPtr, size);
-    icx_tls_guard = 1;
+    icx_self.guard = 1;
     uint64_t t0 = icx_ticks();
     cudaError_t rc = real(devPtr, size);
     int saved_errno = errno;
     icx_alloc_done(ICX_API_cudaMalloc, t0, rc, devPtr, size, icx_current_device());
-    icx_tls_guard = 0;
+    icx_self.guard = 0;
     errno = saved_errno;
     return rc;
 }
@@ -431,12 +429,12 @@ ICX_EXPORT cudaError_t cudaFree(void *devPtr)
         return cudaErrorSharedObjectSymbolNotFound;
     if (!icx_hooks_on() || !devPtr)
         return real(devPtr);
-    icx_tls_guard = 1;
+    icx_self.guard = 1;
     uint64_t t0 = icx_ticks();
     cudaError_t rc = real(devPtr);
     int saved_errno = errno;
     icx_free_done(ICX_API_cudaFree, t0, rc, devPtr);
-    icx_tls_guard = 0;
+    icx_self.guard = 0;
     errno = saved_errno;
     return rc;
 }
@@ -448,12 +446,12 @@ static inline cudaError_t icx_malloc_async(icx_real_cudaMallocAsync_t real, enum
         return cudaErrorSharedObjectSymbolNotFound;
     if (!icx_hooks_on())
         return real(devPtr, size, stream);
-    icx_tls_guard = 1;
+    icx_self.guard = 1;
     uint64_t t0 = icx_ticks();
     cudaError_t rc = real(devPtr, size, stream);
     int saved_errno = errno;
     icx_alloc_done(api, t0, rc, devPtr, size, icx_stream_device(stream));
-    icx_tls_guard = 0;
+    icx_self.guard = 0;
     errno = saved_errno;
     return rc;
 }
@@ -477,12 +475,12 @@ static inline cudaError_t icx_free_async(icx_real_cudaFreeAsync_t real, enum icx
         return cudaErrorSharedObjectSymbolNotFound;
     if (!icx_hooks_on() || !devPtr)
         return real(devPtr, stream);
-    icx_tls_guard = 1;
+    icx_self.guard = 1;
     uint64_t t0 = icx_ticks();
     cudaError_t rc = real(devPtr, stream);
     int saved_errno = errno;
     icx_free_done(api, t0, rc, devPtr);
-    icx_tls_guard = 0;
+    icx_self.guard = 0;
     errno = saved_errno;
     return rc;
 }

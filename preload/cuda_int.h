@@ -23,21 +23,29 @@ struct icx_ring_gpu_pending {
 _Static_assert(sizeof(struct icx_ring_gpu_pending) == 32, "ring gpu pending");
 
 extern _Atomic uint64_t icx_cuda_seen_devices;
-extern ICX_TLS uint64_t icx_tls_gpu_seq;
-extern ICX_TLS uint64_t icx_tls_stack_seq;
 
 /* Whether this copy gets GPU timing: every copy in `all` mode, 1 in ICX_GPU_SAMPLE (the first
- * included) per thread in `sample` mode. */
+ * included) per thread in `sample` mode.  A countdown, not a modulo: no division on the hot path. */
 static inline int icx_gpu_want(void)
 {
-    if (icx_cfg.gpu_timing == ICX_GPUT_ALL)
-        return 1;
-    return icx_cfg.gpu_timing == ICX_GPUT_SAMPLE && (icx_tls_gpu_seq++ % icx_cfg.gpu_sample) == 0;
+    if (icx_cfg.gpu_timing != ICX_GPUT_SAMPLE)
+        return icx_cfg.gpu_timing == ICX_GPUT_ALL;
+    if (icx_self.gpu_countdown) {
+        icx_self.gpu_countdown--;
+        return 0;
+    }
+    icx_self.gpu_countdown = icx_cfg.gpu_sample - 1;
+    return 1;
 }
 
 static inline int icx_stack_due(void)
 {
-    return (icx_tls_stack_seq++ % icx_cfg.stack_sample) == 0;
+    if (icx_self.stack_countdown) {
+        icx_self.stack_countdown--;
+        return 0;
+    }
+    icx_self.stack_countdown = icx_cfg.stack_sample - 1;
+    return 1;
 }
 
 int icx_gpu_begin(struct icx_gpu_req *g, cudaStream_t stream);

@@ -10,7 +10,7 @@
 
 #include "cuda_int.h"
 
-#define CUDART "libcudart.so.13"
+#define CUDART "libcudart.so" /* any version: matched against loaded objects */
 #define ICX_MAX_DEV 64
 #define ICX_POOL_MAX 1024
 
@@ -26,8 +26,6 @@ ICX_REAL_DECL(CUDART, cudaError_t, cudaThreadExchangeStreamCaptureMode,
 ICX_REAL_DECL(CUDART, cudaError_t, cudaSetDevice, (int));
 ICX_REAL_DECL(CUDART, cudaError_t, cudaStreamCreateWithFlags, (cudaStream_t *, unsigned));
 
-ICX_TLS uint64_t icx_tls_gpu_seq;
-ICX_TLS uint64_t icx_tls_stack_seq;
 static _Atomic uint32_t icx_next_copy_id = 1;
 
 /* ---- event pool, per device (taken only on the sampled path) ---- */

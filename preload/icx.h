@@ -38,8 +38,14 @@ struct icx_config {
 extern struct icx_config icx_cfg;
 /* 1 while the tracer records: cleared by ICX_DISABLE, a failed start, or in an untraced fork child. */
 extern _Atomic int icx_active;
-/* Re-entry guard: nonzero while this thread is inside a hook or is the writer thread. */
-extern ICX_TLS int icx_tls_guard;
+/* All hot per-thread state in one initial-exec TLS block (one address computation per call). */
+struct icx_thread {
+    struct icx_tbuf *buf;     /* this thread's ring, NULL before the first event, ICX_TBUF_DEAD after exit */
+    int guard;                /* nonzero inside a hook, and always in the writer thread: no re-entry */
+    unsigned gpu_countdown;   /* copies until the next GPU-timed one (sample mode) */
+    unsigned stack_countdown; /* copies until the next stack sample */
+};
+extern ICX_TLS struct icx_thread icx_self;
 
 /* ---- diagnostics (core.c): async-signal-safe, prefixed icx[pid/tid]: ---- */
 void icx_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -81,8 +87,7 @@ struct icx_tbuf {
     uint32_t tid;
     _Atomic int dead;      /* owner exited; writer drains and frees */
     int announced;         /* writer emitted its THREAD record */
-    uint64_t gpu_seq;      /* owner's counter for GPU timing samples */
-    uint64_t stack_seq;    /* owner's counter for stack samples */
+    _Atomic uint64_t recorded; /* events committed; written by the owner only (no RMW) */
     struct icx_tbuf *next; /* registry list, under icx_tbuf_lock */
 };
 
@@ -92,20 +97,18 @@ struct icx_tbuf {
 #define ICX_RING_STACK_RAW 0xff02u   /* raw return addresses for the preceding event (stack.c) */
 
 extern _Atomic uint64_t icx_lost[ICX_LOST_SLOTS];
-extern _Atomic uint64_t icx_recorded;
 static inline void icx_count_lost(enum icx_lost_cause cause)
 {
     atomic_fetch_add_explicit(&icx_lost[cause], 1, memory_order_relaxed);
 }
 
 struct icx_tbuf *icx_tbuf_slow(void);
-extern ICX_TLS struct icx_tbuf *icx_tls_buf;
 #define ICX_TBUF_DEAD ((struct icx_tbuf *)1)
 
 /* Reserve `size` bytes (multiple of 8) in this thread's ring; NULL (and a counted loss) if full. */
 static inline void *icx_reserve(uint32_t size)
 {
-    struct icx_tbuf *b = icx_tls_buf;
+    struct icx_tbuf *b = icx_self.buf;
     if (ICX_UNLIKELY(b == NULL || b == ICX_TBUF_DEAD)) {
         b = icx_tbuf_slow();
         if (!b)
@@ -134,9 +137,20 @@ static inline void *icx_reserve(uint32_t size)
 /* Publish the last reservation to the writer. */
 static inline void icx_commit(void)
 {
-    struct icx_tbuf *b = icx_tls_buf;
+    struct icx_tbuf *b = icx_self.buf;
     atomic_store_explicit(&b->head, b->reserve_at, memory_order_release);
 }
+/* Publish an event record and count it (per thread: no shared counter on the hot path). */
+static inline void icx_commit_event(void)
+{
+    struct icx_tbuf *b = icx_self.buf;
+    atomic_store_explicit(&b->head, b->reserve_at, memory_order_release);
+    atomic_store_explicit(&b->recorded,
+                          atomic_load_explicit(&b->recorded, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
+/* Events recorded by all threads so far (writer side). */
+uint64_t icx_tbuf_recorded(void);
 
 void icx_tbuf_init(void);
 /* Writer side: call fn on every registered buffer; frees dead buffers once drained. */
@@ -148,7 +162,8 @@ void icx_tbuf_atfork_child(void);
 /* ---- real symbols (resolve.c) ---- */
 struct icx_sym {
     const char *name;
-    const char *lib; /* soname to look in with RTLD_NOLOAD when RTLD_NEXT finds nothing */
+    const char *lib; /* base name of the library (e.g. "libcudart.so") to look in with RTLD_NOLOAD
+                        when RTLD_NEXT finds nothing */
     _Atomic(void *) fn;
 };
 void *icx_resolve_slow(struct icx_sym *s);

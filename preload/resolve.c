@@ -1,21 +1,55 @@
 /* Lazy, thread-safe resolution of the real functions behind our wrappers.  RTLD_NEXT first; when
- * that finds nothing (the library was dlopen'ed RTLD_LOCAL, so it is not in the global scope), an
- * RTLD_NOLOAD handle of the library itself.  A failure is not cached: the library may be loaded
- * later.  Races are benign: every thread stores the same pointer. */
+ * that finds nothing (the library was loaded into a dlopen(RTLD_LOCAL) group, as Python loads
+ * PyTorch's extension modules and with them libcudart, so it is not in the global scope), an
+ * RTLD_NOLOAD handle of whichever loaded object's name contains the library's base name
+ * ("libcudart.so" matches .so.12 and .so.13 alike).  A failure is not cached: the library may be
+ * loaded later.  Races are benign: every thread stores the same pointer. */
 #include <dlfcn.h>
+#include <link.h>
+#include <string.h>
 
 #include "icx.h"
+
+struct icx_find {
+    const char *base;
+    char path[4096];
+};
+
+static int icx_find_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    struct icx_find *f = data;
+    const char *name = info->dlpi_name;
+    if (!name || !*name)
+        return 0;
+    const char *slash = strrchr(name, '/');
+    if (strncmp(slash ? slash + 1 : name, f->base, strlen(f->base)) != 0)
+        return 0;
+    size_t l = strlen(name);
+    if (l >= sizeof(f->path))
+        return 0;
+    memcpy(f->path, name, l + 1);
+    return 1;
+}
+
+static void *icx_lookup_loaded(const char *base, const char *sym)
+{
+    struct icx_find f = {base, ""};
+    if (!dl_iterate_phdr(icx_find_cb, &f))
+        return NULL;
+    void *h = dlopen(f.path, RTLD_LAZY | RTLD_NOLOAD);
+    if (!h)
+        return NULL;
+    void *p = dlsym(h, sym);
+    dlclose(h); /* drops only the reference RTLD_NOLOAD took */
+    return p;
+}
 
 void *icx_resolve_slow(struct icx_sym *s)
 {
     void *p = dlsym(RTLD_NEXT, s->name);
-    if (!p && s->lib) {
-        void *h = dlopen(s->lib, RTLD_LAZY | RTLD_NOLOAD);
-        if (h) {
-            p = dlsym(h, s->name);
-            dlclose(h); /* drops only the reference NOLOAD took */
-        }
-    }
+    if (!p && s->lib)
+        p = icx_lookup_loaded(s->lib, s->name);
     if (p) {
         /* Never hand back one of our own wrappers: that would recurse forever. */
         Dl_info self, found;

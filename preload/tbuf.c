@@ -7,9 +7,8 @@
 
 #include "icx.h"
 
-ICX_TLS struct icx_tbuf *icx_tls_buf;
 _Atomic uint64_t icx_lost[ICX_LOST_SLOTS];
-_Atomic uint64_t icx_recorded;
+static uint64_t icx_recorded_dead; /* events of freed buffers, under icx_tbuf_lock */
 
 static pthread_mutex_t icx_tbuf_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct icx_tbuf *icx_tbuf_list;
@@ -19,7 +18,7 @@ static int icx_tbuf_key_ok;
 static void icx_tbuf_thread_exit(void *arg)
 {
     struct icx_tbuf *b = arg;
-    icx_tls_buf = ICX_TBUF_DEAD; /* events from later TLS destructors are dropped, not re-registered */
+    icx_self.buf = ICX_TBUF_DEAD; /* events from later TLS destructors are dropped, not re-registered */
     atomic_store_explicit(&b->dead, 1, memory_order_release);
 }
 
@@ -31,7 +30,7 @@ void icx_tbuf_init(void)
 
 struct icx_tbuf *icx_tbuf_slow(void)
 {
-    if (icx_tls_buf == ICX_TBUF_DEAD) {
+    if (icx_self.buf == ICX_TBUF_DEAD) {
         icx_count_lost(ICX_LOST_no_buffer);
         return NULL;
     }
@@ -51,7 +50,7 @@ struct icx_tbuf *icx_tbuf_slow(void)
     pthread_mutex_unlock(&icx_tbuf_lock);
     if (icx_tbuf_key_ok)
         pthread_setspecific(icx_tbuf_key, b);
-    icx_tls_buf = b;
+    icx_self.buf = b;
     return b;
 }
 
@@ -66,6 +65,7 @@ void icx_tbuf_drain_all(void (*fn)(struct icx_tbuf *b, void *ctx), void *ctx)
         int dead = atomic_load_explicit(&b->dead, memory_order_acquire);
         fn(b, ctx);
         if (dead) {
+            icx_recorded_dead += atomic_load_explicit(&b->recorded, memory_order_relaxed);
             *link = b->next;
             free(b->data);
             free(b);
@@ -74,6 +74,16 @@ void icx_tbuf_drain_all(void (*fn)(struct icx_tbuf *b, void *ctx), void *ctx)
         }
     }
     pthread_mutex_unlock(&icx_tbuf_lock);
+}
+
+uint64_t icx_tbuf_recorded(void)
+{
+    pthread_mutex_lock(&icx_tbuf_lock);
+    uint64_t n = icx_recorded_dead;
+    for (struct icx_tbuf *b = icx_tbuf_list; b; b = b->next)
+        n += atomic_load_explicit(&b->recorded, memory_order_relaxed);
+    pthread_mutex_unlock(&icx_tbuf_lock);
+    return n;
 }
 
 void icx_tbuf_atfork_prepare(void)
@@ -92,7 +102,7 @@ void icx_tbuf_atfork_parent(void)
 void icx_tbuf_atfork_child(void)
 {
     pthread_mutex_init(&icx_tbuf_lock, NULL);
-    struct icx_tbuf *self = icx_tls_buf;
+    struct icx_tbuf *self = icx_self.buf;
     if (self == ICX_TBUF_DEAD)
         self = NULL;
     icx_tbuf_list = NULL;
@@ -101,10 +111,11 @@ void icx_tbuf_atfork_child(void)
         atomic_store_explicit(&self->tail, head, memory_order_relaxed);
         self->tid = (uint32_t)icx_gettid();
         self->announced = 0;
+        atomic_store_explicit(&self->recorded, 0, memory_order_relaxed);
         self->next = NULL;
         icx_tbuf_list = self;
     }
     for (int i = 0; i < ICX_LOST_SLOTS; i++)
         atomic_store(&icx_lost[i], 0);
-    atomic_store(&icx_recorded, 0);
+    icx_recorded_dead = 0;
 }

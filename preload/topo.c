@@ -14,7 +14,7 @@
 
 #define ICX_MAX_DEV 64
 
-ICX_REAL_DECL("libcudart.so.13", cudaError_t, cudaDeviceGetPCIBusId, (char *, int, int));
+ICX_REAL_DECL("libcudart.so", cudaError_t, cudaDeviceGetPCIBusId, (char *, int, int));
 
 static struct {
     int tried, ok;

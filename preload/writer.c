@@ -185,7 +185,7 @@ static void icx_put_lost(struct icx_frame *f)
     struct icx_rec_lost *l = icx_frame_put(f, ICX_REC_LOST, 0, sizeof(*l));
     if (!l)
         return;
-    l->events_recorded = atomic_load(&icx_recorded);
+    l->events_recorded = icx_tbuf_recorded();
     for (int i = 0; i < ICX_LOST_SLOTS; i++)
         l->count[i] = atomic_load(&icx_lost[i]);
 }
@@ -347,7 +347,7 @@ static void icx_put_end(int status)
 static void *icx_writer_main(void *arg)
 {
     (void)arg;
-    icx_tls_guard = 1; /* CUDA calls made here are ours, never traced */
+    icx_self.guard = 1; /* CUDA calls made here are ours, never traced */
     atomic_store(&icx_writer_tid, icx_gettid());
     while (!atomic_load(&icx_stop)) {
         struct pollfd p = {.fd = icx_wake[0], .events = POLLIN};
@@ -472,8 +472,8 @@ void icx_writer_stop(int exit_status)
         icx_thread_started = 0;
     }
     pthread_mutex_lock(&icx_wlock);
-    int saved_guard = icx_tls_guard;
-    icx_tls_guard = 1;
+    int saved_guard = icx_self.guard;
+    icx_self.guard = 1;
     if (!icx_ended && icx_fd >= 0) {
         icx_tick(1);
         icx_put_end(exit_status);
@@ -483,13 +483,13 @@ void icx_writer_stop(int exit_status)
             lost += atomic_load(&icx_lost[i]);
         if (!icx_cfg.quiet)
             icx_log("trace written to %s (%llu events%s)\n", icx_cfg.output,
-                    (unsigned long long)atomic_load(&icx_recorded),
+                    (unsigned long long)icx_tbuf_recorded(),
                     lost ? ", some lost: see icx-analyze" : "");
     }
     if (icx_fd >= 0)
         close(icx_fd);
     icx_fd = -1;
-    icx_tls_guard = saved_guard;
+    icx_self.guard = saved_guard;
     pthread_mutex_unlock(&icx_wlock);
 }
 

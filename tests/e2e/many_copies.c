@@ -1,4 +1,5 @@
-/* Workload: argv[1] back-to-back small async peer copies 0->1 on one stream, then one sync. */
+/* Workload: argv[1] back-to-back small async peer copies 0->1 on one stream, then one sync; with
+ * argv[2] == "segv" it then dies of a segmentation fault. */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,5 +15,11 @@ int main(int argc, char **argv)
     for (int i = 0; i < n; i++)
         if (cudaMemcpyPeerAsync(b, 1, a, 0, 4096, s) != cudaSuccess)
             return 2;
-    return cudaStreamSynchronize(s) == cudaSuccess ? 0 : 2;
+    if (cudaStreamSynchronize(s) != cudaSuccess)
+        return 2;
+    if (argc > 2 && argv[2][0] == 's') {
+        volatile int *null = NULL;
+        return *null;
+    }
+    return 0;
 }

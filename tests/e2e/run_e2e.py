@@ -401,6 +401,30 @@ def test_stacks():
         check(1 <= doc["processes"][0]["stacks"] <= 4, "stacks %s" % doc["processes"][0]["stacks"])
 
 
+def test_dlopen_local_libcudart():
+    """libcudart inside a dlopen(RTLD_LOCAL) group (the PyTorch case): RTLD_NEXT cannot see it, the
+    RTLD_NOLOAD fallback must, and the copies are traced."""
+    with tempfile.TemporaryDirectory() as tmp:
+        run([os.path.join(TESTS, "dlopen_local"), os.path.join(TESTS, "copy_plugin.so")],
+            env_for(tmp, ICX_GPU_TIMING="all"))
+        doc, _ = analyze([os.path.join(tmp, "trace.icx.zst")])
+        l = links_by_pair(doc)
+        check(list(l) == [(2, 5)] and l[(2, 5)]["ops"] == 7 and l[(2, 5)]["gpu_timed_ops"] == 7,
+              "links %s" % doc["links"])
+
+
+def test_fatal_signal_keeps_behaviour():
+    """SIGSEGV: the trace is flushed best-effort, and the process still dies of SIGSEGV."""
+    with tempfile.TemporaryDirectory() as tmp:
+        p = run([os.path.join(TESTS, "many_copies"), "50", "segv"], env_for(tmp, ICX_FLUSH_MS=10000),
+                check_rc=False)
+        check(p.returncode == -signal.SIGSEGV, "exit %d, expected death by SIGSEGV" % p.returncode)
+        doc, _ = analyze([os.path.join(tmp, "trace.icx.zst")])
+        proc = doc["processes"][0]
+        check(proc["peer_copies"] == 50 and proc["exit_status"] == 128 + signal.SIGSEGV,
+              "copies %d exit %d" % (proc["peer_copies"], proc["exit_status"]))
+
+
 def test_text_report():
     """The text report names links, kinds and the simulated device."""
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,0 +1,37 @@
+#!/bin/sh
+# Added host cost of one hooked cudaMemcpyPeerAsync, measured in one run: the same benchmark binary
+# against a null libcudart (every call returns at once), without the preload and with it in each
+# GPU-timing mode, rounds interleaved so machine noise hits all variants alike.  Prints a table.
+set -eu
+BUILD=${BUILD:-build}
+ROUNDS=${ROUNDS:-7}
+B="$BUILD/bench/bench_copy"
+LIB="$(cd "$BUILD/lib" && pwd)/libicxtrace.so"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+for r in $(seq "$ROUNDS"); do
+    "$B" >>"$tmp/none"
+    LD_PRELOAD="$(cd "$BUILD/bench" && pwd)/libfloor.so" "$B" >>"$tmp/floor"
+    for mode in off sample all; do
+        ICX_GPU_TIMING=$mode ICX_QUIET=1 ICX_OUTPUT="$tmp/t-$mode.icx.zst" LD_PRELOAD="$LIB" "$B" \
+            >>"$tmp/$mode"
+    done
+    ICX_STACKS=64 ICX_QUIET=1 ICX_OUTPUT="$tmp/t-stk.icx.zst" LD_PRELOAD="$LIB" "$B" >>"$tmp/stacks"
+done
+python3 - "$tmp" <<'PY'
+import statistics, sys, os
+d = sys.argv[1]
+def med(name):
+    return statistics.median(float(l.split()[0]) for l in open(os.path.join(d, name)))
+base = med("none")
+print("cudaMemcpyPeerAsync, null libcudart, ns per call (median over rounds of the median batch)")
+print("%-34s %8s %8s" % ("variant", "ns/call", "added"))
+print("%-34s %8.1f %8s" % ("no preload", base, "-"))
+for name, label in (("floor", "floor: 2x rdtsc + 32 B TLS record"),
+                    ("off", "icxtrace, ICX_GPU_TIMING=off"),
+                    ("sample", "icxtrace, default (sample 1/64)"),
+                    ("all", "icxtrace, ICX_GPU_TIMING=all"),
+                    ("stacks", "icxtrace, default + ICX_STACKS=64")):
+    v = med(name)
+    print("%-34s %8.1f %8.1f" % (label, v, v - base))
+PY
