@@ -25,7 +25,7 @@ SIM_CUDART := $(BUILD)/sim/lib/libcudart.so.13
 SIM_NVML := $(BUILD)/sim/lib/libnvidia-ml.so.1
 TEST_PROGS := $(patsubst tests/e2e/%.c,$(BUILD)/tests/%,$(wildcard tests/e2e/*.c))
 UNIT_PROGS := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit_%,$(wildcard tests/unit/*.c))
-BENCH_PROGS := $(BUILD)/bench/bench_copy $(BUILD)/bench/libnullcudart.so.13 $(BUILD)/bench/libfloor.so
+BENCH_PROGS := $(BUILD)/bench/bench_copy $(BUILD)/bench/null/libcudart.so.13 $(BUILD)/bench/libfloor.so
 
 .PHONY: all deps test demo sanitize bench clean format
 STATIC_TEST := $(if $(wildcard $(CUDA_HOME)/lib64/libcudart_static.a),$(BUILD)/tests/static/static_cudart)
@@ -104,7 +104,7 @@ $(BUILD)/tests/unit_%: tests/unit/%.c $(BUILD)/lib/libicxreader.a
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -Ianalyzer -Ipreload -o $@ $< $(BUILD)/lib/libicxreader.a -lzstd -lm
 
-$(BUILD)/bench/libnullcudart.so.13: bench/nullcudart.c
+$(BUILD)/bench/null/libcudart.so.13: bench/nullcudart.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -fPIC -shared -Wl,-soname,libcudart.so.13 \
 	    -Wl,--version-script=tests/sim/cudart.map -o $@ $<
@@ -113,9 +113,10 @@ $(BUILD)/bench/libfloor.so: bench/floor_preload.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -fPIC -shared -fvisibility=hidden -o $@ $< -ldl
 
-$(BUILD)/bench/bench_copy: bench/bench_copy.c $(BUILD)/bench/libnullcudart.so.13
+$(BUILD)/bench/bench_copy: bench/bench_copy.c $(BUILD)/bench/null/libcudart.so.13
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) -O2 -o $@ $< -L$(BUILD)/bench -l:libnullcudart.so.13 -Wl,-rpath,'$$ORIGIN'
+	$(CC) $(BASE_CFLAGS) -O2 -o $@ $< -L$(BUILD)/bench/null -l:libcudart.so.13 \
+	    -Wl,-rpath,'$$ORIGIN/null'
 
 test: all
 	@BUILD=$(BUILD) sh tests/run.sh

@@ -19,6 +19,7 @@ struct icx_config icx_cfg;
 _Atomic int icx_active;
 ICX_TLS struct icx_thread icx_self;
 int icx_clock_tsc;
+_Atomic uint64_t icx_ticks_per_us = 1000; /* exact for CLOCK_MONOTONIC; measured for the TSC */
 
 int icx_gettid(void)
 {
@@ -110,11 +111,13 @@ static void icx_config_load(void)
         icx_cfg.gpu_timing = ICX_GPUT_ALL;
     else if (t && *t && strcmp(t, "sample") != 0)
         icx_log("ignoring ICX_GPU_TIMING=%s (expected off, sample or all)\n", t);
-    icx_cfg.gpu_sample = (unsigned)icx_env_long("ICX_GPU_SAMPLE", 64, 1, 1 << 30);
+    icx_cfg.gpu_sample_us = (unsigned)icx_env_long("ICX_GPU_SAMPLE_US", 1000, 1, 60000000);
     icx_cfg.stack_sample = (unsigned)icx_env_long("ICX_STACKS", 0, 0, 1 << 30);
     icx_cfg.follow_fork = (int)icx_env_long("ICX_FOLLOW_FORK", 0, 0, 1);
     const char *c = getenv("ICX_CLOCK");
     icx_clock_tsc = !(c && strcmp(c, "mono") == 0) && icx_cpu_has_invariant_tsc();
+    if (icx_clock_tsc)
+        atomic_store(&icx_ticks_per_us, 3000); /* until the writer measures it; only paces sampling */
 }
 
 /* ---- identity ---- */

@@ -41,7 +41,7 @@ ICX_REAL_DECL(CUDART, cudaError_t, cudaStreamGetDevice, (cudaStream_t, int *));
 ICX_REAL_DECL(CUDART, cudaError_t, cudaPointerGetAttributes,
               (struct cudaPointerAttributes *, const void *));
 
-_Atomic uint64_t icx_cuda_seen_devices;
+uint64_t icx_cuda_seen_devices; /* writer only */
 
 /* ---- pointer classification: copy-on-write sorted range map, lock-free to read ---- */
 
@@ -169,13 +169,16 @@ static int icx_classify(const void *ptr)
     return d;
 }
 
-static void icx_seen(int dev)
+/* Writer: every event record drained passes here; copies name the devices to describe. */
+void icx_cuda_drained(const struct icx_rec *r)
 {
-    if (dev >= 0 && dev < 64) {
-        uint64_t bit = 1ull << dev;
-        if (!(atomic_load_explicit(&icx_cuda_seen_devices, memory_order_relaxed) & bit))
-            atomic_fetch_or(&icx_cuda_seen_devices, bit);
-    }
+    if (r->type != ICX_REC_CUDA_COPY)
+        return;
+    const struct icx_rec_cuda_copy *c = (const struct icx_rec_cuda_copy *)r;
+    if ((unsigned)c->src_dev < 64)
+        icx_cuda_seen_devices |= 1ull << c->src_dev;
+    if ((unsigned)c->dst_dev < 64)
+        icx_cuda_seen_devices |= 1ull << c->dst_dev;
 }
 
 int icx_current_device(void)
@@ -203,7 +206,8 @@ int icx_stream_device(cudaStream_t s)
 static inline __attribute__((always_inline)) void icx_record_copy(enum icx_api api, uint64_t t0, uint64_t t1, size_t bytes,
                             cudaStream_t stream, int src, int dst, cudaError_t rc, uint32_t copy_id)
 {
-    struct icx_rec_cuda_copy *r = icx_reserve(sizeof(*r));
+    struct icx_slot slot;
+    struct icx_rec_cuda_copy *r = icx_reserve(sizeof(*r), &slot);
     if (!r)
         return;
     r->e.h.type = ICX_REC_CUDA_COPY;
@@ -217,15 +221,14 @@ static inline __attribute__((always_inline)) void icx_record_copy(enum icx_api a
     r->dst_dev = dst;
     r->result = rc;
     r->copy_id = copy_id;
-    icx_commit_event();
-    icx_seen(src);
-    icx_seen(dst);
+    icx_commit(&slot);
 }
 
 static void icx_record_alloc(enum icx_record_type type, enum icx_api api, uint64_t t0,
                              uint64_t t1, const void *ptr, size_t bytes, int dev, cudaError_t rc)
 {
-    struct icx_rec_cuda_alloc *r = icx_reserve(sizeof(*r));
+    struct icx_slot slot;
+    struct icx_rec_cuda_alloc *r = icx_reserve(sizeof(*r), &slot);
     if (!r)
         return;
     r->e.h.type = (uint16_t)type;
@@ -237,7 +240,7 @@ static void icx_record_alloc(enum icx_record_type type, enum icx_api api, uint64
     r->bytes = bytes;
     r->device = dev;
     r->result = rc;
-    icx_commit_event();
+    icx_commit(&slot);
     if (icx_cfg.stack_sample)
         icx_stack_capture();
 }
@@ -247,11 +250,12 @@ static inline int icx_hooks_on(void)
     return atomic_load_explicit(&icx_active, memory_order_relaxed) && !icx_self.guard;
 }
 
-/* Every copy wrapper reads: enter (guard, optional GPU timing, timestamp), real call, exit (record,
- * errno restored), return the real result untouched. */
+/* Every copy wrapper reads: enter (guard, optional GPU timing, timestamp), real call, exit
+ * (record), return the real result untouched.  The recording fast path calls nothing that can set
+ * errno; the slow paths that can (a thread's first buffer, GPU timing, stacks) save and restore it
+ * themselves. */
 struct icx_copy_ctx {
     uint64_t t0;
-    int saved_errno;
     int timed;
     struct icx_gpu_req gpu;
 };
@@ -260,8 +264,11 @@ static inline void icx_copy_enter(struct icx_copy_ctx *c, cudaStream_t exec_stre
 {
     icx_self.guard = 1;
     c->gpu.copy_id = 0;
-    c->timed = icx_gpu_want() && icx_gpu_begin(&c->gpu, exec_stream);
     c->t0 = icx_ticks();
+    c->timed = ICX_UNLIKELY(c->t0 >= icx_self.next_gpu_tick) && icx_gpu_sample_due(c->t0) &&
+               icx_gpu_begin(&c->gpu, exec_stream);
+    if (c->timed)
+        c->t0 = icx_ticks(); /* the host call starts after our event record */
 }
 
 static inline __attribute__((always_inline)) void icx_copy_exit(struct icx_copy_ctx *c, enum icx_api api, cudaError_t rc,
@@ -269,14 +276,12 @@ static inline __attribute__((always_inline)) void icx_copy_exit(struct icx_copy_
                                  int src, int dst)
 {
     uint64_t t1 = icx_ticks();
-    c->saved_errno = errno;
     if (c->timed)
         icx_gpu_end(&c->gpu, exec_stream, rc);
     icx_record_copy(api, c->t0, t1, bytes, user_stream, src, dst, rc, c->gpu.copy_id);
-    if (ICX_UNLIKELY(icx_cfg.stack_sample) && icx_stack_due())
+    if (ICX_UNLIKELY(icx_stack_due()))
         icx_stack_capture();
     icx_self.guard = 0;
-    errno = c->saved_errno;
 }
 
 ICX_EXPORT cudaError_t cudaMemcpyPeerAsync(void *dst, int dstDevice, const void *src, int srcDevice,

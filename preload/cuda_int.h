@@ -22,30 +22,26 @@ struct icx_ring_gpu_pending {
 };
 _Static_assert(sizeof(struct icx_ring_gpu_pending) == 32, "ring gpu pending");
 
-extern _Atomic uint64_t icx_cuda_seen_devices;
+extern uint64_t icx_cuda_seen_devices; /* devices named by drained copies (writer only) */
 
-/* Whether this copy gets GPU timing: every copy in `all` mode, 1 in ICX_GPU_SAMPLE (the first
- * included) per thread in `sample` mode.  A countdown, not a modulo: no division on the hot path. */
-static inline int icx_gpu_want(void)
-{
-    if (icx_cfg.gpu_timing != ICX_GPUT_SAMPLE)
-        return icx_cfg.gpu_timing == ICX_GPUT_ALL;
-    if (icx_self.gpu_countdown) {
-        icx_self.gpu_countdown--;
-        return 0;
-    }
-    icx_self.gpu_countdown = icx_cfg.gpu_sample - 1;
-    return 1;
-}
+/* GPU timing is paced by time, not by count: real CUDA events cost microseconds, so the sampled
+ * fraction must shrink as the call rate grows.  The common case is one compare against a TLS tick.
+ * The slow path decides by mode: `all` times every copy, `off` none, `sample` at most one copy per
+ * thread every ICX_GPU_SAMPLE_US. */
+int icx_gpu_sample_due(uint64_t now);
+
+/* Stacks are sampled by count: a per-thread countdown, re-armed by the slow path (UINT_MAX when
+ * stacks are off, so it is re-checked only every 4 billion calls). */
+unsigned icx_stack_rearm(int *want);
 
 static inline int icx_stack_due(void)
 {
-    if (icx_self.stack_countdown) {
+    int want = 0;
+    if (ICX_LIKELY(icx_self.stack_countdown))
         icx_self.stack_countdown--;
-        return 0;
-    }
-    icx_self.stack_countdown = icx_cfg.stack_sample - 1;
-    return 1;
+    else
+        icx_self.stack_countdown = icx_stack_rearm(&want);
+    return want;
 }
 
 int icx_gpu_begin(struct icx_gpu_req *g, cudaStream_t stream);

@@ -4,6 +4,8 @@
  * the writer polls in relaxed capture mode so it cannot invalidate another thread's global capture.
  * Touches only devices the job already used. */
 #include <cuda_runtime_api.h>
+#include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +29,25 @@ ICX_REAL_DECL(CUDART, cudaError_t, cudaSetDevice, (int));
 ICX_REAL_DECL(CUDART, cudaError_t, cudaStreamCreateWithFlags, (cudaStream_t *, unsigned));
 
 static _Atomic uint32_t icx_next_copy_id = 1;
+
+int icx_gpu_sample_due(uint64_t now)
+{
+    switch (icx_cfg.gpu_timing) {
+    case ICX_GPUT_ALL: icx_self.next_gpu_tick = 0; return 1;
+    case ICX_GPUT_SAMPLE:
+        icx_self.next_gpu_tick =
+            now + (uint64_t)icx_cfg.gpu_sample_us * atomic_load_explicit(&icx_ticks_per_us,
+                                                                          memory_order_relaxed);
+        return 1;
+    default: icx_self.next_gpu_tick = UINT64_MAX; return 0;
+    }
+}
+
+unsigned icx_stack_rearm(int *want)
+{
+    *want = icx_cfg.stack_sample != 0;
+    return icx_cfg.stack_sample ? icx_cfg.stack_sample - 1 : UINT_MAX;
+}
 
 /* ---- event pool, per device (taken only on the sampled path) ---- */
 struct icx_pool {
@@ -83,7 +104,17 @@ static int icx_pool_get(int dev, cudaEvent_t *a, cudaEvent_t *b)
     return ok;
 }
 
+static int icx_gpu_begin_inner(struct icx_gpu_req *g, cudaStream_t stream);
+
 int icx_gpu_begin(struct icx_gpu_req *g, cudaStream_t stream)
+{
+    int saved = errno;
+    int rc = icx_gpu_begin_inner(g, stream);
+    errno = saved;
+    return rc;
+}
+
+static int icx_gpu_begin_inner(struct icx_gpu_req *g, cudaStream_t stream)
 {
     icx_real_cudaStreamIsCapturing_t capturing = ICX_REAL(cudaStreamIsCapturing);
     icx_real_cudaEventRecord_t record = ICX_REAL(cudaEventRecord);
@@ -116,7 +147,16 @@ int icx_gpu_begin(struct icx_gpu_req *g, cudaStream_t stream)
     return 1;
 }
 
+static void icx_gpu_end_inner(struct icx_gpu_req *g, cudaStream_t stream, cudaError_t rc);
+
 void icx_gpu_end(struct icx_gpu_req *g, cudaStream_t stream, cudaError_t rc)
+{
+    int saved = errno;
+    icx_gpu_end_inner(g, stream, rc);
+    errno = saved;
+}
+
+static void icx_gpu_end_inner(struct icx_gpu_req *g, cudaStream_t stream, cudaError_t rc)
 {
     icx_real_cudaEventRecord_t record = ICX_REAL(cudaEventRecord);
     if (rc != cudaSuccess) {
@@ -128,7 +168,8 @@ void icx_gpu_end(struct icx_gpu_req *g, cudaStream_t stream, cudaError_t rc)
         icx_count_lost(ICX_LOST_gpu_timing_error);
         return;
     }
-    struct icx_ring_gpu_pending *r = icx_reserve(sizeof(*r));
+    struct icx_slot slot;
+    struct icx_ring_gpu_pending *r = icx_reserve(sizeof(*r), &slot);
     if (!r)
         return; /* counted as buffer_full; the two events are lost to the pool */
     g->copy_id = atomic_fetch_add_explicit(&icx_next_copy_id, 1, memory_order_relaxed);
@@ -139,7 +180,7 @@ void icx_gpu_end(struct icx_gpu_req *g, cudaStream_t stream, cudaError_t rc)
     r->dev = g->dev;
     r->start = g->start;
     r->end = g->end;
-    icx_commit();
+    icx_commit(&slot);
 }
 
 /* ---- writer side ---- */
@@ -278,7 +319,7 @@ void icx_cuda_writer_tick(struct icx_frame *f, int final)
         checked_static = 1;
         icx_cuda_detect_static();
     }
-    uint64_t seen = atomic_load(&icx_cuda_seen_devices);
+    uint64_t seen = icx_cuda_seen_devices;
     if (seen & ~icx_described) {
         icx_topo_describe(f, seen & ~icx_described);
         icx_described |= seen;

@@ -29,7 +29,8 @@ struct icx_config {
     unsigned flush_ms;       /* ICX_FLUSH_MS */
     size_t buffer_bytes;     /* ICX_BUFFER_KB, per thread, power of two */
     int gpu_timing;          /* ICX_GPU_TIMING */
-    unsigned gpu_sample;     /* ICX_GPU_SAMPLE: time 1 in N copies per thread in sample mode */
+    unsigned gpu_sample_us;  /* ICX_GPU_SAMPLE_US: sample mode times at most one copy per thread
+                                per this many microseconds */
     unsigned stack_sample;   /* ICX_STACKS: 0 off; 1 every hooked call; N: control calls + 1 in N copies */
     int follow_fork;         /* ICX_FOLLOW_FORK */
     char output[4096];       /* ICX_OUTPUT, expanded */
@@ -42,7 +43,7 @@ extern _Atomic int icx_active;
 struct icx_thread {
     struct icx_tbuf *buf;     /* this thread's ring, NULL before the first event, ICX_TBUF_DEAD after exit */
     int guard;                /* nonzero inside a hook, and always in the writer thread: no re-entry */
-    unsigned gpu_countdown;   /* copies until the next GPU-timed one (sample mode) */
+    uint64_t next_gpu_tick;   /* earliest tick at which the next copy gets GPU timing */
     unsigned stack_countdown; /* copies until the next stack sample */
 };
 extern ICX_TLS struct icx_thread icx_self;
@@ -58,6 +59,7 @@ int icx_gettid(void);
 
 /* ---- clock (core.c) ---- */
 extern int icx_clock_tsc; /* ticks are TSC */
+extern _Atomic uint64_t icx_ticks_per_us; /* paces time-based sampling */
 static inline uint64_t icx_mono_ns(void)
 {
     struct timespec ts;
@@ -78,16 +80,15 @@ void icx_clock_sample(struct icx_rec_clock *out);
 /* Single-producer (the owning thread) single-consumer (the writer) byte ring of records. */
 struct icx_tbuf {
     _Atomic uint64_t head; /* written by the owner only */
-    char pad0[56];
+    uint64_t tail_seen;    /* owner's last view of tail: reloaded only when the ring looks full */
+    char pad0[48];
     _Atomic uint64_t tail; /* written by the writer only */
     char pad1[56];
-    uint64_t reserve_at;   /* owner's position of the pending reservation */
     uint8_t *data;
     uint64_t cap; /* bytes, power of two */
     uint32_t tid;
     _Atomic int dead;      /* owner exited; writer drains and frees */
     int announced;         /* writer emitted its THREAD record */
-    _Atomic uint64_t recorded; /* events committed; written by the owner only (no RMW) */
     struct icx_tbuf *next; /* registry list, under icx_tbuf_lock */
 };
 
@@ -105,8 +106,14 @@ static inline void icx_count_lost(enum icx_lost_cause cause)
 struct icx_tbuf *icx_tbuf_slow(void);
 #define ICX_TBUF_DEAD ((struct icx_tbuf *)1)
 
+/* A reservation in this thread's ring, published by icx_commit. */
+struct icx_slot {
+    struct icx_tbuf *b;
+    uint64_t next; /* head after the record */
+};
+
 /* Reserve `size` bytes (multiple of 8) in this thread's ring; NULL (and a counted loss) if full. */
-static inline void *icx_reserve(uint32_t size)
+static inline void *icx_reserve(uint32_t size, struct icx_slot *slot)
 {
     struct icx_tbuf *b = icx_self.buf;
     if (ICX_UNLIKELY(b == NULL || b == ICX_TBUF_DEAD)) {
@@ -115,13 +122,16 @@ static inline void *icx_reserve(uint32_t size)
             return NULL;
     }
     uint64_t head = atomic_load_explicit(&b->head, memory_order_relaxed);
-    uint64_t tail = atomic_load_explicit(&b->tail, memory_order_acquire);
     uint64_t off = head & (b->cap - 1);
     uint64_t contig = b->cap - off;
     uint64_t need = contig < size ? contig + size : size;
-    if (ICX_UNLIKELY(head + need - tail > b->cap)) {
-        icx_count_lost(ICX_LOST_buffer_full);
-        return NULL;
+    if (ICX_UNLIKELY(head + need - b->tail_seen > b->cap)) {
+        /* Only now look at the writer's cache line. */
+        b->tail_seen = atomic_load_explicit(&b->tail, memory_order_acquire);
+        if (head + need - b->tail_seen > b->cap) {
+            icx_count_lost(ICX_LOST_buffer_full);
+            return NULL;
+        }
     }
     if (ICX_UNLIKELY(contig < size)) {
         struct icx_rec *pad = (struct icx_rec *)(b->data + off);
@@ -131,26 +141,16 @@ static inline void *icx_reserve(uint32_t size)
         head += contig;
         off = 0;
     }
-    b->reserve_at = head + size;
+    slot->b = b;
+    slot->next = head + size;
     return b->data + off;
 }
-/* Publish the last reservation to the writer. */
-static inline void icx_commit(void)
+
+/* Publish the reserved record to the writer. */
+static inline void icx_commit(const struct icx_slot *slot)
 {
-    struct icx_tbuf *b = icx_self.buf;
-    atomic_store_explicit(&b->head, b->reserve_at, memory_order_release);
+    atomic_store_explicit(&slot->b->head, slot->next, memory_order_release);
 }
-/* Publish an event record and count it (per thread: no shared counter on the hot path). */
-static inline void icx_commit_event(void)
-{
-    struct icx_tbuf *b = icx_self.buf;
-    atomic_store_explicit(&b->head, b->reserve_at, memory_order_release);
-    atomic_store_explicit(&b->recorded,
-                          atomic_load_explicit(&b->recorded, memory_order_relaxed) + 1,
-                          memory_order_relaxed);
-}
-/* Events recorded by all threads so far (writer side). */
-uint64_t icx_tbuf_recorded(void);
 
 void icx_tbuf_init(void);
 /* Writer side: call fn on every registered buffer; frees dead buffers once drained. */
@@ -200,6 +200,7 @@ void icx_frame_put_string(struct icx_frame *f, uint32_t id, const char *s);
 /* ---- CUDA (cuda.c, gpu.c) ---- */
 void icx_cuda_writer_tick(struct icx_frame *f, int final); /* devices, GPU spans, notes */
 void icx_gpu_pending(const struct icx_rec *r);               /* writer: a ring GPU_PENDING */
+void icx_cuda_drained(const struct icx_rec *r);              /* writer: an event record drained */
 void icx_cuda_detect_static(void);
 
 /* ---- stacks (stack.c) ---- */

@@ -3,6 +3,7 @@
  * handles less reliably from a preload and which -O2 jobs rarely keep), deduplicated by the writer
  * into a stack table, and symbolized with dladdr once, when the trace is finished. */
 #include <dlfcn.h>
+#include <errno.h>
 #include <libunwind.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,12 +16,16 @@
 void icx_stack_capture(void)
 {
     void *ips[ICX_STACK_DEPTH];
+    int saved = errno;
     int n = unw_backtrace(ips, ICX_STACK_DEPTH);
+    errno = saved;
     if (n <= 0) {
         icx_count_lost(ICX_LOST_stack_error);
         return;
     }
-    struct icx_rec *r = icx_reserve((uint32_t)(sizeof(*r) + (size_t)n * sizeof(uint64_t)));
+    struct icx_slot slot;
+    struct icx_rec *r =
+        icx_reserve((uint32_t)(sizeof(*r) + (size_t)n * sizeof(uint64_t)), &slot);
     if (!r)
         return;
     r->type = ICX_RING_STACK_RAW;
@@ -29,7 +34,7 @@ void icx_stack_capture(void)
     uint64_t *out = (uint64_t *)(r + 1);
     for (int i = 0; i < n; i++)
         out[i] = (uint64_t)(uintptr_t)ips[i];
-    icx_commit();
+    icx_commit(&slot);
 }
 
 /* ---- writer side: the stack table ---- */

@@ -1,6 +1,7 @@
 /* Per-thread record rings: lock-free on the recording side (initial-exec TLS pointer, one
  * single-producer/single-consumer ring per thread), drained by the writer thread.  Registration of a
  * new thread and the writer's walk take one mutex; the hot path never does. */
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,7 +9,6 @@
 #include "icx.h"
 
 _Atomic uint64_t icx_lost[ICX_LOST_SLOTS];
-static uint64_t icx_recorded_dead; /* events of freed buffers, under icx_tbuf_lock */
 
 static pthread_mutex_t icx_tbuf_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct icx_tbuf *icx_tbuf_list;
@@ -28,7 +28,17 @@ void icx_tbuf_init(void)
         icx_tbuf_key_ok = 1;
 }
 
+static struct icx_tbuf *icx_tbuf_new(void);
+
 struct icx_tbuf *icx_tbuf_slow(void)
+{
+    int saved = errno; /* malloc and friends may set it; the job must not see that */
+    struct icx_tbuf *b = icx_tbuf_new();
+    errno = saved;
+    return b;
+}
+
+static struct icx_tbuf *icx_tbuf_new(void)
 {
     if (icx_self.buf == ICX_TBUF_DEAD) {
         icx_count_lost(ICX_LOST_no_buffer);
@@ -41,6 +51,8 @@ struct icx_tbuf *icx_tbuf_slow(void)
         icx_count_lost(ICX_LOST_no_buffer);
         return NULL;
     }
+    /* Touch every page now, once, rather than taking page faults on the hot path later. */
+    memset(data, 0, icx_cfg.buffer_bytes);
     b->data = data;
     b->cap = icx_cfg.buffer_bytes;
     b->tid = (uint32_t)icx_gettid();
@@ -65,7 +77,6 @@ void icx_tbuf_drain_all(void (*fn)(struct icx_tbuf *b, void *ctx), void *ctx)
         int dead = atomic_load_explicit(&b->dead, memory_order_acquire);
         fn(b, ctx);
         if (dead) {
-            icx_recorded_dead += atomic_load_explicit(&b->recorded, memory_order_relaxed);
             *link = b->next;
             free(b->data);
             free(b);
@@ -74,16 +85,6 @@ void icx_tbuf_drain_all(void (*fn)(struct icx_tbuf *b, void *ctx), void *ctx)
         }
     }
     pthread_mutex_unlock(&icx_tbuf_lock);
-}
-
-uint64_t icx_tbuf_recorded(void)
-{
-    pthread_mutex_lock(&icx_tbuf_lock);
-    uint64_t n = icx_recorded_dead;
-    for (struct icx_tbuf *b = icx_tbuf_list; b; b = b->next)
-        n += atomic_load_explicit(&b->recorded, memory_order_relaxed);
-    pthread_mutex_unlock(&icx_tbuf_lock);
-    return n;
 }
 
 void icx_tbuf_atfork_prepare(void)
@@ -109,13 +110,12 @@ void icx_tbuf_atfork_child(void)
     if (self) {
         uint64_t head = atomic_load_explicit(&self->head, memory_order_relaxed);
         atomic_store_explicit(&self->tail, head, memory_order_relaxed);
+        self->tail_seen = head;
         self->tid = (uint32_t)icx_gettid();
         self->announced = 0;
-        atomic_store_explicit(&self->recorded, 0, memory_order_relaxed);
         self->next = NULL;
         icx_tbuf_list = self;
     }
     for (int i = 0; i < ICX_LOST_SLOTS; i++)
         atomic_store(&icx_lost[i], 0);
-    icx_recorded_dead = 0;
 }

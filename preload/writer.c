@@ -35,6 +35,7 @@ static _Atomic unsigned icx_flush_gen; /* bumped after every frame written */
 static _Atomic int icx_pending_signal;
 static int icx_ended;
 static int icx_warned_write;
+static uint64_t icx_events_written; /* EVENT records drained from the rings (writer lock held) */
 
 /* ---- string interning (writer lock held) ---- */
 struct icx_str {
@@ -168,12 +169,22 @@ static void icx_frame_emit(void)
     icx_cur.len = 0;
 }
 
+static struct icx_rec_clock icx_first_clock;
+
 static void icx_put_clock(struct icx_frame *f)
 {
     struct icx_rec_clock *c = icx_frame_put(f, ICX_REC_CLOCK, 0, sizeof(*c));
     if (c) {
         struct icx_rec_clock now;
         icx_clock_sample(&now);
+        /* Measure the tick rate from the first pair: it paces GPU-timing samples. */
+        if (!icx_first_clock.mono_ns)
+            icx_first_clock = now;
+        else if (icx_clock_tsc && now.mono_ns - icx_first_clock.mono_ns > 50000000ull)
+            atomic_store_explicit(&icx_ticks_per_us,
+                                  (now.ticks - icx_first_clock.ticks) * 1000ull /
+                                      (now.mono_ns - icx_first_clock.mono_ns),
+                                  memory_order_relaxed);
         c->ticks = now.ticks;
         c->mono_ns = now.mono_ns;
         c->real_ns = now.real_ns;
@@ -185,7 +196,7 @@ static void icx_put_lost(struct icx_frame *f)
     struct icx_rec_lost *l = icx_frame_put(f, ICX_REC_LOST, 0, sizeof(*l));
     if (!l)
         return;
-    l->events_recorded = icx_tbuf_recorded();
+    l->events_recorded = icx_events_written;
     for (int i = 0; i < ICX_LOST_SLOTS; i++)
         l->count[i] = atomic_load(&icx_lost[i]);
 }
@@ -307,6 +318,8 @@ static void icx_drain_one(struct icx_tbuf *b, void *ctx)
                 out->ts = ev->ts - d->prev_ts;
                 d->prev_ts = ev->ts;
             }
+            icx_events_written++;
+            icx_cuda_drained(r);
         } else {
             void *out = icx_frame_put(d->f, r->type, r->aux, size);
             if (out)
@@ -483,7 +496,7 @@ void icx_writer_stop(int exit_status)
             lost += atomic_load(&icx_lost[i]);
         if (!icx_cfg.quiet)
             icx_log("trace written to %s (%llu events%s)\n", icx_cfg.output,
-                    (unsigned long long)icx_tbuf_recorded(),
+                    (unsigned long long)icx_events_written,
                     lost ? ", some lost: see icx-analyze" : "");
     }
     if (icx_fd >= 0)
@@ -542,6 +555,7 @@ void icx_writer_atfork_child(void)
     }
     icx_strs_n = 0;
     icx_next_id = 1;
+    icx_events_written = 0;
     if (!icx_cfg.follow_fork || !atomic_load(&icx_active)) {
         atomic_store(&icx_active, 0);
         return;
