@@ -427,6 +427,68 @@ def test_fatal_signal_keeps_behaviour():
               "copies %d exit %d" % (proc["peer_copies"], proc["exit_status"]))
 
 
+def make_sysfs(root, topo_path):
+    """A fake sysfs tree for the GPUs of a topology file: numa_node and PCIe link speed/width."""
+    gts, width = "32.0", "16"
+    gpus = []
+    for line in open(topo_path):
+        parts = line.split("#")[0].split()
+        if parts[:1] == ["pcie"]:
+            gts, width = "%.1f" % float(parts[1]), parts[2]
+        if parts[:1] == ["gpu"] and len(parts) >= 6:
+            gpus.append((parts[3].lower(), parts[5]))
+    for bus, numa in gpus:
+        d = os.path.join(root, "sys", "bus", "pci", "devices", bus)
+        os.makedirs(d)
+        for name, val in (("numa_node", numa), ("current_link_speed", "%s GT/s PCIe" % gts),
+                          ("current_link_width", width)):
+            with open(os.path.join(d, name), "w") as f:
+                f.write(val + "\n")
+
+
+def test_pcie_and_direct_nvlink_topology():
+    """A workstation topology: one bridged NVLink pair (x4) and PCIe for the rest.  Link kinds and
+    capacities come from NVML and from sysfs under ICX_SYSFS_ROOT; NUMA nodes from sysfs."""
+    topo = os.path.join(ROOT, "tests", "sim", "topologies", "pcie-4gpu.topo")
+    with tempfile.TemporaryDirectory() as tmp:
+        make_sysfs(os.path.join(tmp, "fs"), topo)
+        env = env_for(tmp, ICXSIM_TOPOLOGY=topo, ICX_SYSFS_ROOT=os.path.join(tmp, "fs"),
+                      ICX_GPU_TIMING="all")
+        run([os.path.join(TESTS, "ptds_copies"), os.path.join(tmp, "truth")], env)  # 0<->3
+        run([os.path.join(TESTS, "many_copies"), "20"],
+            dict(env, ICX_OUTPUT=os.path.join(tmp, "b.icx.zst")))                  # 0->1
+        doc, _ = analyze([os.path.join(tmp, "trace.icx.zst"), os.path.join(tmp, "b.icx.zst")])
+        l = links_by_pair(doc)
+        pcie = 16e9 * 128 / 130 * 16 / 8
+        check(l[(0, 3)]["kind"] == "PCIe" and abs(l[(0, 3)]["capacity_bytes_per_s"] - pcie) < 1e3,
+              "0->3: %s" % l[(0, 3)])
+        check(l[(0, 1)]["kind"] == "NVLink" and l[(0, 1)]["nvlinks"] == 4 and not l[(0, 1)]["nvswitch"]
+              and abs(l[(0, 1)]["capacity_bytes_per_s"] - 100e9) < 1, "0->1: %s" % l[(0, 1)])
+        if not SANITIZE:
+            for pair in ((0, 3),):  # 3->0 is synchronous: see docs/SIMULATION.md
+                eff = l[pair]["achieved_bytes_per_s"] / l[pair]["capacity_bytes_per_s"]
+                check(0.5 < eff <= 1.01, "%s efficiency %.2f" % (pair, eff))
+        devs = {d["index"]: d for d in doc["processes"][0]["devices"]}
+        check(devs[0]["numa_node"] == 0 and devs[0]["pci"] == "0000:01:00.0", "devices %s" % devs)
+
+
+def test_slow_link_fault_visible():
+    """Fault injection: a link running at a quarter of its rate shows as such in the report, while
+    the other links stay at the model."""
+    with tempfile.TemporaryDirectory() as tmp:
+        topo = os.path.join(tmp, "slow.topo")
+        with open(TOPO) as f, open(topo, "w") as out:
+            out.write(f.read() + "\nslow_link 0 1 0.25\n")
+        run([os.path.join(TESTS, "peer_copies"), os.path.join(tmp, "truth")],
+            env_for(tmp, ICXSIM_TOPOLOGY=topo, ICX_GPU_TIMING="all"))
+        doc, _ = analyze([os.path.join(tmp, "trace.icx.zst")])
+        l = links_by_pair(doc)
+        if SANITIZE:
+            return
+        slow, normal = l[(0, 1)]["efficiency"], l[(1, 0)]["efficiency"]
+        check(slow < 0.3 and normal > 0.8, "efficiency 0->1 %.2f, 1->0 %.2f" % (slow, normal))
+
+
 def test_text_report():
     """The text report names links, kinds and the simulated device."""
     with tempfile.TemporaryDirectory() as tmp:
