@@ -15,7 +15,7 @@ struct icx_json {
 void icx_json_begin(struct icx_json *j, FILE *out);
 void icx_json_obj(struct icx_json *j, const char *key); /* key NULL inside arrays / at top */
 void icx_json_arr(struct icx_json *j, const char *key);
-void icx_json_end(struct icx_json *j);                  /* closes the innermost object or array */
+void icx_json_end(struct icx_json *j); /* closes the innermost object or array */
 void icx_json_str(struct icx_json *j, const char *key, const char *v);
 void icx_json_int(struct icx_json *j, const char *key, long long v);
 void icx_json_num(struct icx_json *j, const char *key, double v); /* non-finite -> null */

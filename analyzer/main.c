@@ -18,15 +18,16 @@ struct icx_opts {
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: icx-analyze [COMMAND] [--json] [-o FILE] TRACE|DIR...\n"
-            "\n"
-            "commands:\n"
-            "  analyze    per-link peer-copy report with utilization and imbalance (default)\n"
-            "  summarize  processes, completeness, lost events and notes only\n"
-            "\n"
-            "TRACE is an icxtrace file (*.icx.zst, possibly several concatenated); DIR is read for\n"
-            "every *.icx.zst inside.  --json prints the document described in docs/JSON.md.\n");
+    fprintf(
+        out,
+        "usage: icx-analyze [COMMAND] [--json] [-o FILE] TRACE|DIR...\n"
+        "\n"
+        "commands:\n"
+        "  analyze    per-link peer-copy report with utilization and imbalance (default)\n"
+        "  summarize  processes, completeness, lost events and notes only\n"
+        "\n"
+        "TRACE is an icxtrace file (*.icx.zst, possibly several concatenated); DIR is read for\n"
+        "every *.icx.zst inside.  --json prints the document described in docs/JSON.md.\n");
 }
 
 static int parse_opts(int argc, char **argv, struct icx_opts *o)

@@ -18,7 +18,8 @@ const char *icx_record_name(unsigned type)
 {
     switch (type) {
 #define ICX_RECORD(id, name, cat, str)                                                             \
-    case id: return str;
+    case id:                                                                                       \
+        return str;
 #include "icx/events.def"
 #undef ICX_RECORD
     default: return "unknown";
@@ -29,7 +30,8 @@ const char *icx_api_name(unsigned api)
 {
     switch (api) {
 #define ICX_API(id, name)                                                                          \
-    case id: return #name;
+    case id:                                                                                       \
+        return #name;
 #include "icx/apis.def"
 #undef ICX_API
     default: return "unknown";
@@ -40,7 +42,8 @@ const char *icx_lost_name(unsigned cause)
 {
     switch (cause) {
 #define ICX_LOST(idx, name, desc)                                                                  \
-    case idx: return #name;
+    case idx:                                                                                      \
+        return #name;
 #include "icx/lost.def"
 #undef ICX_LOST
     default: return NULL;
@@ -139,7 +142,8 @@ static int decode_record(struct decoder *d, const struct icx_rec *r, char *err, 
         }
         const struct icx_file_header *h = (const void *)r;
         if (h->magic == ICX_MAGIC_SWAPPED) {
-            snprintf(err, errlen, "trace written on a big-endian machine: not supported by format 1");
+            snprintf(err, errlen,
+                     "trace written on a big-endian machine: not supported by format 1");
             return -1;
         }
         if (h->magic != ICX_MAGIC) {
@@ -173,9 +177,7 @@ static int decode_record(struct decoder *d, const struct icx_rec *r, char *err, 
         return 0;
     }
     switch (r->type) {
-    case ICX_REC_STRING:
-        set_string(p, r->aux, (const char *)(body + 8), size - 8);
-        break;
+    case ICX_REC_STRING: set_string(p, r->aux, (const char *)(body + 8), size - 8); break;
     case ICX_REC_PROCESS:
         if (size >= sizeof(struct icx_rec_process)) {
             const struct icx_rec_process *x = (const void *)r;
@@ -231,7 +233,7 @@ static int decode_record(struct decoder *d, const struct icx_rec *r, char *err, 
             !grow((void **)&p->links, &p->cap_links, p->nlinks, sizeof(*p->links))) {
             const struct icx_rec_link *x = (const void *)r;
             p->links[p->nlinks++] = (struct icx_rd_link){x->src_dev, x->dst_dev, r->aux,
-                                                         x->nlinks, x->flags, x->capacity_bps};
+                                                         x->nlinks,  x->flags,   x->capacity_bps};
         }
         break;
     case ICX_REC_NOTE:
@@ -302,8 +304,7 @@ static int decode_record(struct decoder *d, const struct icx_rec *r, char *err, 
     return 0;
 }
 
-static int decode_frame(struct decoder *d, const uint8_t *buf, size_t len, char *err,
-                        size_t errlen)
+static int decode_frame(struct decoder *d, const uint8_t *buf, size_t len, char *err, size_t errlen)
 {
     size_t off = 0;
     d->in_block = 0; /* blocks never span frames */
@@ -433,10 +434,10 @@ int icx_read_buffer(struct icx_trace *t, const char *name, const uint8_t *buf, s
             off += sz;
             continue;
         }
-        size_t fsz = magic == ZSTD_MAGIC ? ZSTD_findFrameCompressedSize(buf + off, len - off)
-                                         : (size_t)-1;
-        unsigned long long csize = ZSTD_isError(fsz) ? ZSTD_CONTENTSIZE_ERROR
-                                                     : ZSTD_getFrameContentSize(buf + off, fsz);
+        size_t fsz =
+            magic == ZSTD_MAGIC ? ZSTD_findFrameCompressedSize(buf + off, len - off) : (size_t)-1;
+        unsigned long long csize =
+            ZSTD_isError(fsz) ? ZSTD_CONTENTSIZE_ERROR : ZSTD_getFrameContentSize(buf + off, fsz);
         if (ZSTD_isError(fsz) || csize == ZSTD_CONTENTSIZE_ERROR ||
             csize == ZSTD_CONTENTSIZE_UNKNOWN || csize > MAX_FRAME_CONTENT) {
             /* Truncated or damaged: resynchronize on the next frame magic. */
@@ -447,8 +448,10 @@ int icx_read_buffer(struct icx_trace *t, const char *name, const uint8_t *buf, s
                 next = len;
             in->frames_bad++;
             in->bytes_skipped += next - off;
-            fprintf(stderr, "icx-analyze: %s: offset %zu: damaged or truncated frame, %zu bytes "
-                            "skipped\n", name, off, next - off);
+            fprintf(stderr,
+                    "icx-analyze: %s: offset %zu: damaged or truncated frame, %zu bytes "
+                    "skipped\n",
+                    name, off, next - off);
             off = next;
             continue;
         }
@@ -466,16 +469,20 @@ int icx_read_buffer(struct icx_trace *t, const char *name, const uint8_t *buf, s
         if (ZSTD_isError(got) || got != csize) {
             in->frames_bad++;
             in->bytes_skipped += fsz;
-            fprintf(stderr, "icx-analyze: %s: offset %zu: frame fails to decompress (%s); skipped\n",
-                    name, off, ZSTD_isError(got) ? ZSTD_getErrorName(got) : "size mismatch");
+            fprintf(stderr,
+                    "icx-analyze: %s: offset %zu: frame fails to decompress (%s); skipped\n", name,
+                    off, ZSTD_isError(got) ? ZSTD_getErrorName(got) : "size mismatch");
             off += fsz;
             continue;
         }
         in->frames++;
         if (in->frames == 1 && !d.cur &&
-            (got < sizeof(struct icx_rec) || ((const struct icx_rec *)out)->type != ICX_REC_FILE_HEADER)) {
-            snprintf(err, errlen, "offset %zu: zstd data without an icxtrace header: not an icxtrace "
-                                  "trace", off);
+            (got < sizeof(struct icx_rec) ||
+             ((const struct icx_rec *)out)->type != ICX_REC_FILE_HEADER)) {
+            snprintf(err, errlen,
+                     "offset %zu: zstd data without an icxtrace header: not an icxtrace "
+                     "trace",
+                     off);
             fatal = 1;
             break;
         }

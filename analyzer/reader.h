@@ -16,9 +16,9 @@ struct icx_copy {
     int32_t src, dst, result;
     uint32_t copy_id;
     uint64_t bytes, stream;
-    int64_t ts, dur;            /* ticks while reading; ns (monotonic) after finish */
-    double t_enter, t_exit;     /* host monotonic seconds */
-    double gpu_start, gpu_end;  /* host monotonic seconds; 0 when not GPU-timed */
+    int64_t ts, dur;           /* ticks while reading; ns (monotonic) after finish */
+    double t_enter, t_exit;    /* host monotonic seconds */
+    double gpu_start, gpu_end; /* host monotonic seconds; 0 when not GPU-timed */
 };
 
 struct icx_span {
@@ -43,12 +43,12 @@ struct icx_rd_link {
 };
 
 struct icx_proc {
-    char *path;              /* file it came from */
+    char *path; /* file it came from */
     uint64_t stream_id, features;
     unsigned version_major, version_minor;
     int32_t pid, ppid, rank, local_rank, world_size, local_world_size;
     char *host, *job_id, *cmdline, *exe;
-    char **strings;          /* by id */
+    char **strings; /* by id */
     size_t nstrings;
     struct icx_clockpt *clocks;
     size_t nclocks, cap_clocks;
@@ -66,7 +66,7 @@ struct icx_proc {
     uint64_t events_recorded, lost[ICX_LOST_SLOTS];
     int ended, exit_status;
     uint64_t nstacks, nsymbols;
-    double t_first, t_last;  /* monotonic seconds covered by the trace */
+    double t_first, t_last; /* monotonic seconds covered by the trace */
     /* tick -> ns mapping, from the CLOCK records */
     double slope, intercept;
 };

@@ -1,6 +1,6 @@
-/* Per-link report: peer-copy traffic per directed GPU pair on each host, GPU-side busy time (union of
- * the timed copies' device intervals), achieved bandwidth, utilization against the link capacity the
- * tracer found in the hardware, and the imbalance across links. */
+/* Per-link report: peer-copy traffic per directed GPU pair on each host, GPU-side busy time (union
+ * of the timed copies' device intervals), achieved bandwidth, utilization against the link capacity
+ * the tracer found in the hardware, and the imbalance across links. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,9 +133,9 @@ int icx_links_compute(const struct icx_trace *t, struct icx_links *L)
         r->busy_est = r->timed_bytes ? busy * (double)r->bytes / (double)r->timed_bytes : NAN;
         r->window = r->window_hi > r->window_lo ? r->window_hi - r->window_lo : NAN;
         r->efficiency = r->capacity_bps > 0 ? r->achieved_bps / r->capacity_bps : NAN;
-        r->utilization =
-            r->capacity_bps > 0 && r->window > 0 ? (double)r->bytes / r->window / r->capacity_bps
-                                                 : NAN;
+        r->utilization = r->capacity_bps > 0 && r->window > 0
+                             ? (double)r->bytes / r->window / r->capacity_bps
+                             : NAN;
         if (r->ops) {
             L->active++;
             sum += (double)r->bytes;
@@ -207,8 +207,7 @@ void icx_links_print(FILE *out, const struct icx_links *L)
                     "ops", "bytes", "host ms", "timed", "gpu ms", "GB/s", "cap GB/s", "effic",
                     "util");
         }
-        char name[32], kind[32], bytes[32], ach[16], cap[16], eff[16], util[16], timed[32],
-            gms[32];
+        char name[32], kind[32], bytes[32], ach[16], cap[16], eff[16], util[16], timed[32], gms[32];
         snprintf(name, sizeof(name), "GPU%d->GPU%d", r->src, r->dst);
         icx_fmt_bytes(bytes, sizeof(bytes), (double)r->bytes);
         fmt_gbps(ach, sizeof(ach), r->achieved_bps);

@@ -1,5 +1,5 @@
-/* Benchmark stand-in for libcudart.so.13: every entry point returns at once, so a benchmark measures
- * only what a preload adds around the call.  Not a simulation: nothing happens. */
+/* Benchmark stand-in for libcudart.so.13: every entry point returns at once, so a benchmark
+ * measures only what a preload adds around the call.  Not a simulation: nothing happens. */
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 
@@ -9,7 +9,8 @@ static __thread int dev;
 static char events[4096];
 static unsigned next_event;
 
-API cudaError_t cudaMemcpyPeerAsync(void *d, int dd, const void *s, int sd, size_t n, cudaStream_t st)
+API cudaError_t cudaMemcpyPeerAsync(void *d, int dd, const void *s, int sd, size_t n,
+                                    cudaStream_t st)
 {
     (void)d, (void)dd, (void)s, (void)sd, (void)n, (void)st;
     return cudaSuccess;

@@ -117,7 +117,8 @@ static void icx_config_load(void)
     const char *c = getenv("ICX_CLOCK");
     icx_clock_tsc = !(c && strcmp(c, "mono") == 0) && icx_cpu_has_invariant_tsc();
     if (icx_clock_tsc)
-        atomic_store(&icx_ticks_per_us, 3000); /* until the writer measures it; only paces sampling */
+        atomic_store(&icx_ticks_per_us,
+                     3000); /* until the writer measures it; only paces sampling */
 }
 
 /* ---- identity ---- */
@@ -142,16 +143,16 @@ static int32_t icx_first_env_int(const char *const *names)
     return (*end || x < 0 || x > INT32_MAX) ? -1 : (int32_t)x;
 }
 
-static const char *const icx_env_rank[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK",
-                                           "SLURM_PROCID", NULL};
+static const char *const icx_env_rank[] = {"RANK",     "OMPI_COMM_WORLD_RANK", "PMIX_RANK",
+                                           "PMI_RANK", "SLURM_PROCID",         NULL};
 static const char *const icx_env_local_rank[] = {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
                                                  "MPI_LOCALRANKID", "SLURM_LOCALID", NULL};
 static const char *const icx_env_world[] = {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE",
                                             "SLURM_NTASKS", NULL};
 static const char *const icx_env_local_world[] = {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE",
                                                   "MPI_LOCALNRANKS", NULL};
-static const char *const icx_env_job[] = {"ICX_JOB_ID", "SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID",
-                                          "TORCHELASTIC_RUN_ID", NULL};
+static const char *const icx_env_job[] = {"ICX_JOB_ID", "SLURM_JOB_ID",        "PBS_JOBID",
+                                          "LSB_JOBID",  "TORCHELASTIC_RUN_ID", NULL};
 
 static void icx_read_file(const char *path, char *out, size_t outlen, int nul_to_space)
 {
@@ -210,7 +211,10 @@ int icx_expand_output(const char *pattern, char *out, size_t outlen)
             p++;
             switch (*p) {
             case 'h': add = host; break;
-            case 'p': snprintf(num, sizeof(num), "%d", (int)getpid()); add = num; break;
+            case 'p':
+                snprintf(num, sizeof(num), "%d", (int)getpid());
+                add = num;
+                break;
             case 'r': {
                 int32_t r = icx_first_env_int(icx_env_rank);
                 if (r >= 0)
@@ -221,7 +225,10 @@ int icx_expand_output(const char *pattern, char *out, size_t outlen)
                 break;
             }
             case 'j': add = job ? job : "nojob"; break;
-            default: one[0] = *p; add = one; break;
+            default:
+                one[0] = *p;
+                add = one;
+                break;
             }
         } else {
             add = one;
@@ -238,7 +245,8 @@ int icx_expand_output(const char *pattern, char *out, size_t outlen)
 
 /* ---- signals: flush what we have, then let the job's own disposition happen ---- */
 
-static const int icx_signals[] = {SIGTERM, SIGINT, SIGHUP, SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL};
+static const int icx_signals[] = {SIGTERM, SIGINT,  SIGHUP, SIGSEGV,
+                                  SIGBUS,  SIGABRT, SIGFPE, SIGILL};
 #define ICX_NSIG (int)(sizeof(icx_signals) / sizeof(icx_signals[0]))
 static struct sigaction icx_old_sa[ICX_NSIG];
 static int icx_sa_installed[ICX_NSIG];
@@ -273,8 +281,8 @@ static void icx_signal_handler(int signo, siginfo_t *info, void *uctx)
         icx_sa_installed[i] = 0;
     }
     errno = saved;
-    if (info && info->si_code > 0 && (signo == SIGSEGV || signo == SIGBUS || signo == SIGFPE ||
-                                      signo == SIGILL))
+    if (info && info->si_code > 0 &&
+        (signo == SIGSEGV || signo == SIGBUS || signo == SIGFPE || signo == SIGILL))
         return; /* a hardware fault: returning re-executes the faulting instruction */
     raise(signo);
 }

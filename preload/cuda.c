@@ -203,8 +203,9 @@ int icx_stream_device(cudaStream_t s)
 
 /* ---- recording ---- */
 
-static inline __attribute__((always_inline)) void icx_record_copy(enum icx_api api, uint64_t t0, uint64_t t1, size_t bytes,
-                            cudaStream_t stream, int src, int dst, cudaError_t rc, uint32_t copy_id)
+static inline __attribute__((always_inline)) void
+icx_record_copy(enum icx_api api, uint64_t t0, uint64_t t1, size_t bytes, cudaStream_t stream,
+                int src, int dst, cudaError_t rc, uint32_t copy_id)
 {
     struct icx_slot slot;
     struct icx_rec_cuda_copy *r = icx_reserve(sizeof(*r), &slot);
@@ -224,8 +225,8 @@ static inline __attribute__((always_inline)) void icx_record_copy(enum icx_api a
     icx_commit(&slot);
 }
 
-static void icx_record_alloc(enum icx_record_type type, enum icx_api api, uint64_t t0,
-                             uint64_t t1, const void *ptr, size_t bytes, int dev, cudaError_t rc)
+static void icx_record_alloc(enum icx_record_type type, enum icx_api api, uint64_t t0, uint64_t t1,
+                             const void *ptr, size_t bytes, int dev, cudaError_t rc)
 {
     struct icx_slot slot;
     struct icx_rec_cuda_alloc *r = icx_reserve(sizeof(*r), &slot);
@@ -271,9 +272,9 @@ static inline void icx_copy_enter(struct icx_copy_ctx *c, cudaStream_t exec_stre
         c->t0 = icx_ticks(); /* the host call starts after our event record */
 }
 
-static inline __attribute__((always_inline)) void icx_copy_exit(struct icx_copy_ctx *c, enum icx_api api, cudaError_t rc,
-                                 size_t bytes, cudaStream_t user_stream, cudaStream_t exec_stream,
-                                 int src, int dst)
+static inline __attribute__((always_inline)) void
+icx_copy_exit(struct icx_copy_ctx *c, enum icx_api api, cudaError_t rc, size_t bytes,
+              cudaStream_t user_stream, cudaStream_t exec_stream, int src, int dst)
 {
     uint64_t t1 = icx_ticks();
     if (c->timed)
@@ -345,7 +346,8 @@ static inline cudaError_t icx_memcpy(icx_real_cudaMemcpy_t real, enum icx_api ap
     return rc;
 }
 
-ICX_EXPORT cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
+ICX_EXPORT cudaError_t cudaMemcpy(void *dst, const void *src, size_t count,
+                                  enum cudaMemcpyKind kind)
 {
     return icx_memcpy(ICX_REAL(cudaMemcpy), ICX_API_cudaMemcpy, 0, dst, src, count, kind);
 }
@@ -497,6 +499,5 @@ ICX_EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t stream)
 
 ICX_EXPORT cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t stream)
 {
-    return icx_free_async(ICX_REAL(cudaFreeAsync_ptsz), ICX_API_cudaFreeAsync_ptsz, devPtr,
-                          stream);
+    return icx_free_async(ICX_REAL(cudaFreeAsync_ptsz), ICX_API_cudaFreeAsync_ptsz, devPtr, stream);
 }

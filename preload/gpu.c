@@ -1,8 +1,8 @@
-/* GPU-side timing of copies: pooled CUDA events recorded around a sampled copy on the stream it runs
- * on, polled by the writer thread off the hot path, and placed on the host's monotonic clock through a
- * per-device anchor event.  Capture-safe: never records into a stream that is capturing a graph, and
- * the writer polls in relaxed capture mode so it cannot invalidate another thread's global capture.
- * Touches only devices the job already used. */
+/* GPU-side timing of copies: pooled CUDA events recorded around a sampled copy on the stream it
+ * runs on, polled by the writer thread off the hot path, and placed on the host's monotonic clock
+ * through a per-device anchor event.  Capture-safe: never records into a stream that is capturing a
+ * graph, and the writer polls in relaxed capture mode so it cannot invalidate another thread's
+ * global capture. Touches only devices the job already used. */
 #include <cuda_runtime_api.h>
 #include <errno.h>
 #include <limits.h>
@@ -36,8 +36,8 @@ int icx_gpu_sample_due(uint64_t now)
     case ICX_GPUT_ALL: icx_self.next_gpu_tick = 0; return 1;
     case ICX_GPUT_SAMPLE:
         icx_self.next_gpu_tick =
-            now + (uint64_t)icx_cfg.gpu_sample_us * atomic_load_explicit(&icx_ticks_per_us,
-                                                                          memory_order_relaxed);
+            now + (uint64_t)icx_cfg.gpu_sample_us *
+                      atomic_load_explicit(&icx_ticks_per_us, memory_order_relaxed);
         return 1;
     default: icx_self.next_gpu_tick = UINT64_MAX; return 0;
     }

@@ -22,27 +22,30 @@
 enum icx_gpu_timing { ICX_GPUT_OFF, ICX_GPUT_SAMPLE, ICX_GPUT_ALL };
 
 struct icx_config {
-    int disabled;            /* ICX_DISABLE=1 */
-    int debug;               /* ICX_DEBUG */
-    int quiet;               /* ICX_QUIET */
-    int level;               /* ICX_ZSTD_LEVEL */
-    unsigned flush_ms;       /* ICX_FLUSH_MS */
-    size_t buffer_bytes;     /* ICX_BUFFER_KB, per thread, power of two */
-    int gpu_timing;          /* ICX_GPU_TIMING */
-    unsigned gpu_sample_us;  /* ICX_GPU_SAMPLE_US: sample mode times at most one copy per thread
-                                per this many microseconds */
-    unsigned stack_sample;   /* ICX_STACKS: 0 off; 1 every hooked call; N: control calls + 1 in N copies */
-    int follow_fork;         /* ICX_FOLLOW_FORK */
-    char output[4096];       /* ICX_OUTPUT, expanded */
+    int disabled;           /* ICX_DISABLE=1 */
+    int debug;              /* ICX_DEBUG */
+    int quiet;              /* ICX_QUIET */
+    int level;              /* ICX_ZSTD_LEVEL */
+    unsigned flush_ms;      /* ICX_FLUSH_MS */
+    size_t buffer_bytes;    /* ICX_BUFFER_KB, per thread, power of two */
+    int gpu_timing;         /* ICX_GPU_TIMING */
+    unsigned gpu_sample_us; /* ICX_GPU_SAMPLE_US: sample mode times at most one copy per thread
+                               per this many microseconds */
+    unsigned
+        stack_sample; /* ICX_STACKS: 0 off; 1 every hooked call; N: control calls + 1 in N copies */
+    int follow_fork;  /* ICX_FOLLOW_FORK */
+    char output[4096]; /* ICX_OUTPUT, expanded */
 };
 
 extern struct icx_config icx_cfg;
-/* 1 while the tracer records: cleared by ICX_DISABLE, a failed start, or in an untraced fork child. */
+/* 1 while the tracer records: cleared by ICX_DISABLE, a failed start, or in an untraced fork child.
+ */
 extern _Atomic int icx_active;
 /* All hot per-thread state in one initial-exec TLS block (one address computation per call). */
 struct icx_thread {
-    struct icx_tbuf *buf;     /* this thread's ring, NULL before the first event, ICX_TBUF_DEAD after exit */
-    int guard;                /* nonzero inside a hook, and always in the writer thread: no re-entry */
+    struct icx_tbuf
+        *buf;  /* this thread's ring, NULL before the first event, ICX_TBUF_DEAD after exit */
+    int guard; /* nonzero inside a hook, and always in the writer thread: no re-entry */
     uint64_t next_gpu_tick;   /* earliest tick at which the next copy gets GPU timing */
     unsigned stack_countdown; /* copies until the next stack sample */
 };
@@ -58,7 +61,7 @@ void icx_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int icx_gettid(void);
 
 /* ---- clock (core.c) ---- */
-extern int icx_clock_tsc; /* ticks are TSC */
+extern int icx_clock_tsc;                 /* ticks are TSC */
 extern _Atomic uint64_t icx_ticks_per_us; /* paces time-based sampling */
 static inline uint64_t icx_mono_ns(void)
 {
@@ -93,7 +96,7 @@ struct icx_tbuf {
 };
 
 /* Ring-internal record types never written to the file. */
-#define ICX_RING_PAD 0u             /* filler to the end of the ring; length in aux */
+#define ICX_RING_PAD 0u              /* filler to the end of the ring; length in aux */
 #define ICX_RING_GPU_PENDING 0xff01u /* an async copy bracketed by pooled events (gpu.c) */
 #define ICX_RING_STACK_RAW 0xff02u   /* raw return addresses for the preceding event (stack.c) */
 
@@ -186,7 +189,7 @@ void icx_writer_flush_from_signal(int signo, int will_die);
 void icx_writer_atfork_prepare(void);
 void icx_writer_atfork_parent(void);
 void icx_writer_atfork_child(void);
-uint32_t icx_intern(const char *s); /* writer thread or under the writer lock only */
+uint32_t icx_intern(const char *s);            /* writer thread or under the writer lock only */
 void icx_note(int severity, const char *text); /* any thread; queued for the next frame */
 
 /* Frame builder used by the modules that contribute records from the writer thread. */
@@ -199,14 +202,14 @@ void icx_frame_put_string(struct icx_frame *f, uint32_t id, const char *s);
 
 /* ---- CUDA (cuda.c, gpu.c) ---- */
 void icx_cuda_writer_tick(struct icx_frame *f, int final); /* devices, GPU spans, notes */
-void icx_gpu_pending(const struct icx_rec *r);               /* writer: a ring GPU_PENDING */
-void icx_cuda_drained(const struct icx_rec *r);              /* writer: an event record drained */
+void icx_gpu_pending(const struct icx_rec *r);             /* writer: a ring GPU_PENDING */
+void icx_cuda_drained(const struct icx_rec *r);            /* writer: an event record drained */
 void icx_cuda_detect_static(void);
 
 /* ---- stacks (stack.c) ---- */
-void icx_stack_capture(void);                                   /* after an event, in its thread */
+void icx_stack_capture(void); /* after an event, in its thread */
 void icx_stack_intern(struct icx_frame *f, const struct icx_rec *raw); /* writer */
-void icx_stack_symbolize(struct icx_frame *f);                  /* writer, at the end */
+void icx_stack_symbolize(struct icx_frame *f);                         /* writer, at the end */
 
 /* ---- identity (core.c) ---- */
 void icx_emit_identity(struct icx_frame *f);

@@ -1,6 +1,6 @@
 /* The documented subset of NVML (nvml.h, API version 12) that icxtrace uses, declared here because
- * these machines have no nvml.h.  Layouts and values follow NVIDIA's public header; libnvidia-ml.so.1
- * is dlopen'ed at run time, never linked. */
+ * these machines have no nvml.h.  Layouts and values follow NVIDIA's public header;
+ * libnvidia-ml.so.1 is dlopen'ed at run time, never linked. */
 #ifndef ICX_NVML_ABI_H
 #define ICX_NVML_ABI_H
 

@@ -24,8 +24,7 @@ void icx_stack_capture(void)
         return;
     }
     struct icx_slot slot;
-    struct icx_rec *r =
-        icx_reserve((uint32_t)(sizeof(*r) + (size_t)n * sizeof(uint64_t)), &slot);
+    struct icx_rec *r = icx_reserve((uint32_t)(sizeof(*r) + (size_t)n * sizeof(uint64_t)), &slot);
     if (!r)
         return;
     r->type = ICX_RING_STACK_RAW;
@@ -109,8 +108,8 @@ void icx_stack_intern(struct icx_frame *f, const struct icx_rec *raw)
     memcpy(copy, pc, depth * sizeof(*pc));
     icx_stacks[j] = (struct icx_stack){h, (uint32_t)icx_stacks_n + 1, depth, copy};
     icx_stacks_n++;
-    struct icx_rec_stack *st = icx_frame_put(f, ICX_REC_STACK, icx_stacks[j].id,
-                                             sizeof(*st) + depth * sizeof(uint64_t));
+    struct icx_rec_stack *st =
+        icx_frame_put(f, ICX_REC_STACK, icx_stacks[j].id, sizeof(*st) + depth * sizeof(uint64_t));
     if (st) {
         st->depth = depth;
         memcpy(st + 1, pc, depth * sizeof(*pc));

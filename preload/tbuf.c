@@ -1,6 +1,6 @@
 /* Per-thread record rings: lock-free on the recording side (initial-exec TLS pointer, one
- * single-producer/single-consumer ring per thread), drained by the writer thread.  Registration of a
- * new thread and the writer's walk take one mutex; the hot path never does. */
+ * single-producer/single-consumer ring per thread), drained by the writer thread.  Registration of
+ * a new thread and the writer's walk take one mutex; the hot path never does. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -18,7 +18,8 @@ static int icx_tbuf_key_ok;
 static void icx_tbuf_thread_exit(void *arg)
 {
     struct icx_tbuf *b = arg;
-    icx_self.buf = ICX_TBUF_DEAD; /* events from later TLS destructors are dropped, not re-registered */
+    icx_self.buf =
+        ICX_TBUF_DEAD; /* events from later TLS destructors are dropped, not re-registered */
     atomic_store_explicit(&b->dead, 1, memory_order_release);
 }
 
@@ -98,8 +99,8 @@ void icx_tbuf_atfork_parent(void)
 }
 
 /* In the child only the forking thread exists.  The other threads' buffers hold the parent's
- * events: drop them (leaked, not freed: their owners' TLS may still point at them in no thread). The
- * forking thread's ring is emptied so the child starts clean. */
+ * events: drop them (leaked, not freed: their owners' TLS may still point at them in no thread).
+ * The forking thread's ring is emptied so the child starts clean. */
 void icx_tbuf_atfork_child(void)
 {
     pthread_mutex_init(&icx_tbuf_lock, NULL);

@@ -1,7 +1,7 @@
 /* Topology of the devices the job touched: PCI address, name and NUMA node of each GPU, and the
  * kind and capacity of the link between each pair (NVLink direct or through NVSwitch, from NVML;
- * PCIe otherwise, from sysfs).  Runs in the writer thread only.  NVML is dlopen'ed: when it is absent
- * the links are reported as unknown, and the trace says so.  All sysfs reads go through
+ * PCIe otherwise, from sysfs).  Runs in the writer thread only.  NVML is dlopen'ed: when it is
+ * absent the links are reported as unknown, and the trace says so.  All sysfs reads go through
  * ICX_SYSFS_ROOT (like hwloc's HWLOC_FSROOT) so tests can present any machine. */
 #include <ctype.h>
 #include <dlfcn.h>
@@ -28,7 +28,7 @@ static struct {
 } icx_nvml;
 
 struct icx_gpu_topo {
-    char bus[32];          /* lower-case, 0000:18:00.0 */
+    char bus[32]; /* lower-case, 0000:18:00.0 */
     int numa;
     unsigned switch_links; /* active links to an NVSwitch */
     unsigned nremote;      /* active links to a GPU, and that GPU's bus id */
@@ -123,7 +123,7 @@ static void icx_describe_one(struct icx_frame *f, int dev)
             fv.fieldId = NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON;
             if (icx_nvml.fields(h, 1, &fv) == NVML_SUCCESS && fv.nvmlReturn == NVML_SUCCESS)
                 t->link_mbps = fv.valueType == NVML_VALUE_TYPE_UNSIGNED_LONG_LONG ? fv.value.ullVal
-                                                                                   : fv.value.uiVal;
+                                                                                  : fv.value.uiVal;
         }
         for (unsigned l = 0; l < NVML_NVLINK_MAX_LINKS; l++) {
             nvmlEnableState_t on = 0;

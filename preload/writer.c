@@ -1,8 +1,8 @@
-/* The writer: a background thread (signals blocked, named icx-writer) that every ICX_FLUSH_MS drains
- * the per-thread rings, delta-encodes timestamps, compresses one zstd frame and appends it to the
- * trace file.  Whole frames as we go, so a killed process leaves a readable prefix.  zstd (libzstd)
- * because the container must be a standard, checkable stream and level 1 is fast enough to keep up
- * (about 250 MB/s per core here). */
+/* The writer: a background thread (signals blocked, named icx-writer) that every ICX_FLUSH_MS
+ * drains the per-thread rings, delta-encodes timestamps, compresses one zstd frame and appends it
+ * to the trace file.  Whole frames as we go, so a killed process leaves a readable prefix.  zstd
+ * (libzstd) because the container must be a standard, checkable stream and level 1 is fast enough
+ * to keep up (about 250 MB/s per core here). */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>

@@ -2,17 +2,17 @@
  * explains it with examples.  Shared by the tracer (writer) and the analyzer (reader).
  *
  * 1. Container.  A trace file is a sequence of zstd frames (RFC 8878).  Every frame decompresses to
- *    a whole number of records; no record spans two frames.  A file may hold several process streams
- *    one after another (`cat a.icx.zst b.icx.zst` is a valid two-process trace).  A process stream
- *    starts with a frame whose first record is FILE_HEADER and ends, when the process finished
- *    normally, with a frame holding END.  A stream without END was cut short (killed process): every
- *    complete frame before the cut is valid data.  Readers skip zstd skippable frames.
+ *    a whole number of records; no record spans two frames.  A file may hold several process
+ * streams one after another (`cat a.icx.zst b.icx.zst` is a valid two-process trace).  A process
+ * stream starts with a frame whose first record is FILE_HEADER and ends, when the process finished
+ *    normally, with a frame holding END.  A stream without END was cut short (killed process):
+ * every complete frame before the cut is valid data.  Readers skip zstd skippable frames.
  *
  * 2. Records.  All integers little-endian, fixed width; every record starts with struct icx_rec:
  *      type (u16, from events.def), size (u16, bytes including this header, a multiple of 8,
  *      >= 8), aux (u32, meaning per type).
- *    A reader skips records whose type it does not know, using size.  Records may grow at the end in
- *    later minor versions: a reader uses the fields it knows and ignores the rest, and treats a
+ *    A reader skips records whose type it does not know, using size.  Records may grow at the end
+ * in later minor versions: a reader uses the fields it knows and ignores the rest, and treats a
  *    record shorter than the size it knows as corrupt.  Strings are UTF-8, NUL-terminated and
  *    NUL-padded to a multiple of 8.
  *
@@ -27,13 +27,14 @@
  *    tick value with CLOCK_MONOTONIC and CLOCK_REALTIME nanoseconds taken at the same moment; each
  *    stream has at least one at its start and one per flush.  Readers map ticks to monotonic ns by
  *    the least-squares line through the stream's CLOCK pairs (or 1:1 without ICX_FEAT_TSC), and to
- *    wall time by (realtime - monotonic) of the first CLOCK record, which is how traces from different
- *    hosts are aligned.  GPU_SPAN times are CLOCK_MONOTONIC ns of the host that wrote them.
+ *    wall time by (realtime - monotonic) of the first CLOCK record, which is how traces from
+ * different hosts are aligned.  GPU_SPAN times are CLOCK_MONOTONIC ns of the host that wrote them.
  *
  * 5. Blocks and delta encoding.  A BLOCK record (aux = thread id, base = ticks) precedes a run of
  *    EVENT-category records of that thread; the run ends at the next BLOCK or at the end of the
- *    frame.  META records may appear inside a run and do not change it.  In EVENT records `ts` is stored as a signed delta from the previous
- *    EVENT's ts in the same block (the first: from the block base), and `dur` is exit - enter ticks.
+ *    frame.  META records may appear inside a run and do not change it.  In EVENT records `ts` is
+ * stored as a signed delta from the previous EVENT's ts in the same block (the first: from the
+ * block base), and `dur` is exit - enter ticks.
  *
  * 6. Identity.  PROCESS gives pid, ppid, rank, local rank, world size, local world size (-1 when
  *    unknown) and string ids of host name, job id, command line (arguments separated by spaces) and
@@ -41,13 +42,14 @@
  *    it is used.  THREAD names a thread id.  DEVICE describes a CUDA device the process touched;
  *    LINK a device-to-device link found in the hardware (kind, capacity).
  *
- * 7. Loss.  LOST carries counters by cause (lost.def), cumulative since the start of the stream; the
- *    last LOST record of a stream is authoritative.  NOTE (aux = severity) carries a string id with a
- *    human-readable fact the tracer could not express otherwise (e.g. a statically linked cudart).
+ * 7. Loss.  LOST carries counters by cause (lost.def), cumulative since the start of the stream;
+ * the last LOST record of a stream is authoritative.  NOTE (aux = severity) carries a string id
+ * with a human-readable fact the tracer could not express otherwise (e.g. a statically linked
+ * cudart).
  *
  * 8. Stacks.  STACK (aux = stack id) lists return addresses, innermost first.  A STACK_REF (aux =
- *    stack id) directly after an EVENT record gives that event's call stack.  SYMBOL maps an address
- *    to a string id "function+0xoff (module)", written at the end of the stream.
+ *    stack id) directly after an EVENT record gives that event's call stack.  SYMBOL maps an
+ * address to a string id "function+0xoff (module)", written at the end of the stream.
  *
  * Version history: 1.0 (this). */
 #ifndef ICX_TRACE_FORMAT_H
@@ -63,8 +65,9 @@
 #define ICX_OLDEST_MINOR 0
 
 /* Feature bits of FILE_HEADER.features. */
-#define ICX_FEAT_TSC (1ull << 0)    /* event ticks are TSC, mapped through CLOCK records */
-#define ICX_FEAT_DELTA (1ull << 1)  /* EVENT ts are delta-encoded within BLOCKs (always set in 1.x) */
+#define ICX_FEAT_TSC (1ull << 0) /* event ticks are TSC, mapped through CLOCK records */
+#define ICX_FEAT_DELTA                                                                             \
+    (1ull << 1) /* EVENT ts are delta-encoded within BLOCKs (always set in 1.x) */
 #define ICX_FEAT_STACKS (1ull << 2) /* the stream may contain STACK / STACK_REF / SYMBOL */
 
 enum icx_record_type {
@@ -157,7 +160,7 @@ enum icx_link_kind { ICX_LINK_UNKNOWN = 0, ICX_LINK_NVLINK = 1, ICX_LINK_PCIE = 
 struct icx_rec_device { /* aux = CUDA device ordinal in this process */
     struct icx_rec h;
     uint32_t name, pci_bus_id; /* string ids */
-    int32_t numa_node;          /* -1 unknown */
+    int32_t numa_node;         /* -1 unknown */
     uint32_t flags;
 };
 _Static_assert(sizeof(struct icx_rec_device) == 24, "icx_rec_device");
@@ -165,9 +168,9 @@ _Static_assert(sizeof(struct icx_rec_device) == 24, "icx_rec_device");
 struct icx_rec_link { /* aux = enum icx_link_kind */
     struct icx_rec h;
     int32_t src_dev, dst_dev;
-    uint32_t nlinks;           /* NVLink lanes between them (direct or through NVSwitch), 0 for PCIe */
-    uint32_t flags;            /* ICX_LINKF_* */
-    uint64_t capacity_bps;     /* bytes per second per direction, 0 unknown */
+    uint32_t nlinks;       /* NVLink lanes between them (direct or through NVSwitch), 0 for PCIe */
+    uint32_t flags;        /* ICX_LINKF_* */
+    uint64_t capacity_bps; /* bytes per second per direction, 0 unknown */
 };
 _Static_assert(sizeof(struct icx_rec_link) == 32, "icx_rec_link");
 #define ICX_LINKF_NVSWITCH 1u
@@ -212,10 +215,10 @@ _Static_assert(sizeof(struct icx_rec_event) == 24, "icx_rec_event");
 struct icx_rec_cuda_copy {
     struct icx_rec_event e;
     uint64_t bytes;
-    uint64_t stream;   /* cudaStream_t value as issued (0 = legacy default stream) */
+    uint64_t stream; /* cudaStream_t value as issued (0 = legacy default stream) */
     int32_t src_dev, dst_dev;
-    int32_t result;    /* cudaError_t returned to the caller */
-    uint32_t copy_id;  /* nonzero: a GPU_SPAN with this id carries its device-side timing */
+    int32_t result;   /* cudaError_t returned to the caller */
+    uint32_t copy_id; /* nonzero: a GPU_SPAN with this id carries its device-side timing */
 };
 _Static_assert(sizeof(struct icx_rec_cuda_copy) == 56, "icx_rec_cuda_copy");
 

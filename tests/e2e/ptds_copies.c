@@ -1,6 +1,6 @@
 /* Workload built with per-thread default streams (nvcc --default-stream per-thread): the CUDA
- * header maps cudaMemcpy/cudaMemcpyAsync to their _ptds/_ptsz entry points.  Writes the ground truth
- * to argv[1]. */
+ * header maps cudaMemcpy/cudaMemcpyAsync to their _ptds/_ptsz entry points.  Writes the ground
+ * truth to argv[1]. */
 #define CUDA_API_PER_THREAD_DEFAULT_STREAM 1
 #include <cuda_runtime_api.h>
 #include <stdio.h>

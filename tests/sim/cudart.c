@@ -1,8 +1,8 @@
 /* Simulated libcudart.so.13: an ABI-faithful double of the CUDA runtime subset icxtrace's tests and
  * demo use, compiled against the real cuda_runtime_api.h.  N devices from a topology file; device
- * memory is host memory (so pointers are unique, as under UVA); every stream is a worker thread that
- * really moves the bytes.  Device time is a virtual clock on CLOCK_MONOTONIC: each operation starts
- * when its stream and its link are free and lasts latency + bytes / link rate, so events and
+ * memory is host memory (so pointers are unique, as under UVA); every stream is a worker thread
+ * that really moves the bytes.  Device time is a virtual clock on CLOCK_MONOTONIC: each operation
+ * starts when its stream and its link are free and lasts latency + bytes / link rate, so events and
  * cudaEventElapsedTime report exactly what the link model says, whatever the host's memcpy speed;
  * synchronizing calls do not return before that device time has passed.
  * Simplifications (documented in docs/SIMULATION.md): the per-thread default stream is the device's
@@ -36,10 +36,10 @@ SIM_API cudaError_t cudaEventRecord_ptsz(cudaEvent_t, cudaStream_t);
 static struct sim_topo topo;
 static pthread_once_t sim_once = PTHREAD_ONCE_INIT;
 static int sim_ok;
-static pthread_mutex_t sim_lock = PTHREAD_MUTEX_INITIALIZER; /* timing, allocations, captures */
-static pthread_cond_t sim_cond = PTHREAD_COND_INITIALIZER;   /* any op finished */
+static pthread_mutex_t sim_lock = PTHREAD_MUTEX_INITIALIZER;   /* timing, allocations, captures */
+static pthread_cond_t sim_cond = PTHREAD_COND_INITIALIZER;     /* any op finished */
 static uint64_t link_free[SIM_MAX_GPUS + 1][SIM_MAX_GPUS + 1]; /* index ngpus.. = host */
-static int global_captures;                                  /* streams capturing in global mode */
+static int global_captures; /* streams capturing in global mode */
 
 static __thread int cur_dev;
 static __thread cudaError_t last_error;
@@ -312,6 +312,18 @@ static cudaError_t enqueue(struct CUstream_st *s, struct sim_op *op, int src_dev
     return cudaSuccess;
 }
 
+static void stream_wait(struct CUstream_st *s);
+
+/* Enqueue a copy or memset and, for the synchronous API calls, wait until it is done. */
+static cudaError_t submit(struct CUstream_st *s, struct sim_op *op, int src_dev, int dst_dev,
+                          int sync)
+{
+    enqueue(s, op, src_dev, dst_dev);
+    if (sync)
+        stream_wait(s);
+    return cudaSuccess;
+}
+
 static void stream_wait(struct CUstream_st *s)
 {
     pthread_mutex_lock(&s->mu);
@@ -347,13 +359,11 @@ static cudaError_t copy_common(void *dst, const void *src, size_t n, int sdev, i
     op->dst = dst;
     op->src = src;
     op->n = n;
-    enqueue(s, op, sdev, ddev);
-    if (sync)
-        stream_wait(s);
-    return cudaSuccess;
+    return submit(s, op, sdev, ddev, sync);
 }
 
-/* Classify both ends of a cudaMemcpy*; host memory that we did not allocate is fine for host ends. */
+/* Classify both ends of a cudaMemcpy*; host memory that we did not allocate is fine for host ends.
+ */
 static cudaError_t classify(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
                             int *sdev, int *ddev)
 {
@@ -453,10 +463,7 @@ static cudaError_t memset_impl(void *p, int v, size_t n, cudaStream_t h, int syn
     op->dst = p;
     op->n = n;
     op->value = v;
-    enqueue(s, op, dev, dev);
-    if (sync)
-        stream_wait(s);
-    return cudaSuccess;
+    return submit(s, op, dev, dev, sync);
 }
 SIM_API cudaError_t cudaMemset(void *p, int v, size_t n)
 {
@@ -799,7 +806,7 @@ SIM_API cudaError_t cudaStreamIsCapturing(cudaStream_t h, enum cudaStreamCapture
         return cudaSuccess;
     }
     struct CUstream_st *s = h;
-    *st = !s->capturing ? cudaStreamCaptureStatusNone
+    *st = !s->capturing        ? cudaStreamCaptureStatusNone
           : s->capture_invalid ? cudaStreamCaptureStatusInvalidated
                                : cudaStreamCaptureStatusActive;
     return cudaSuccess;

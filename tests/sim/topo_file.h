@@ -13,13 +13,13 @@ struct sim_topo {
         char bus[32];
         int numa;
     } gpu[SIM_MAX_GPUS];
-    int nvswitch_links;  /* links per GPU into an NVSwitch fabric (all-to-all); 0: none */
-    double nvlink_gbps;  /* GB/s (1e9 bytes) per link per direction */
+    int nvswitch_links; /* links per GPU into an NVSwitch fabric (all-to-all); 0: none */
+    double nvlink_gbps; /* GB/s (1e9 bytes) per link per direction */
     int direct[SIM_MAX_GPUS][SIM_MAX_GPUS]; /* direct NVLink lanes between two GPUs */
-    double pcie_gts;     /* PCIe link speed, GT/s */
+    double pcie_gts;                        /* PCIe link speed, GT/s */
     int pcie_width;
-    double hbm_gbps;     /* on-device copy rate */
-    double latency_us;   /* per copy */
+    double hbm_gbps;                         /* on-device copy rate */
+    double latency_us;                       /* per copy */
     double slow[SIM_MAX_GPUS][SIM_MAX_GPUS]; /* injected slow link: rate multiplier, 0 = none */
 };
 
