@@ -92,6 +92,7 @@ struct decoder {
     uint32_t block_tid;
     int64_t prev_ts;
     int in_block;
+    size_t last_copy; /* 1-based index of the copy a following STACK_REF belongs to; 0 none */
     uint64_t orphan_records;
 };
 
@@ -169,6 +170,7 @@ static int decode_record(struct decoder *d, const struct icx_rec *r, char *err, 
         p->version_minor = h->version_minor;
         d->cur = p;
         d->in_block = 0;
+        d->last_copy = 0;
         return 0;
     }
     struct icx_proc *p = d->cur;
@@ -256,8 +258,31 @@ static int decode_record(struct decoder *d, const struct icx_rec *r, char *err, 
             p->exit_status = ((const struct icx_rec_end *)r)->exit_status;
         }
         break;
-    case ICX_REC_STACK: p->nstacks++; break;
-    case ICX_REC_SYMBOL: p->nsymbols++; break;
+    case ICX_REC_STACK:
+        if (size >= sizeof(struct icx_rec_stack)) {
+            const struct icx_rec_stack *x = (const void *)r;
+            uint32_t depth = x->depth;
+            if (depth > (size - sizeof(*x)) / 8 ||
+                grow((void **)&p->stacks, &p->cap_stacks, p->nstacks, sizeof(*p->stacks)))
+                break;
+            uint64_t *pc = malloc(depth ? depth * sizeof(*pc) : 1);
+            if (!pc)
+                break;
+            memcpy(pc, x + 1, depth * sizeof(*pc));
+            p->stacks[p->nstacks++] = (struct icx_stack_def){r->aux, depth, pc};
+        }
+        break;
+    case ICX_REC_STACK_REF:
+        if (d->last_copy && d->last_copy <= p->ncopies)
+            p->copies[d->last_copy - 1].stack_id = r->aux;
+        break;
+    case ICX_REC_SYMBOL:
+        if (size >= sizeof(struct icx_rec_symbol) &&
+            !grow((void **)&p->symbols, &p->cap_symbols, p->nsymbols, sizeof(*p->symbols))) {
+            const struct icx_rec_symbol *x = (const void *)r;
+            p->symbols[p->nsymbols++] = (struct icx_symbol){x->addr, dupstr(str_of(p, x->text))};
+        }
+        break;
     case ICX_REC_GPU_SPAN:
         if (size >= sizeof(struct icx_rec_gpu_span) &&
             !grow((void **)&p->spans, &p->cap_spans, p->nspans, sizeof(*p->spans))) {
@@ -277,6 +302,7 @@ static int decode_record(struct decoder *d, const struct icx_rec *r, char *err, 
             return -1;
         int64_t ts = d->prev_ts + e->ts;
         d->prev_ts = ts;
+        d->last_copy = 0;
         if (r->type == ICX_REC_CUDA_ALLOC) {
             p->nallocs++;
         } else if (r->type == ICX_REC_CUDA_FREE) {
@@ -296,6 +322,7 @@ static int decode_record(struct decoder *d, const struct icx_rec *r, char *err, 
             o->stream = c->stream;
             o->ts = ts;
             o->dur = (int64_t)e->dur;
+            d->last_copy = p->ncopies;
         }
         break;
     }
@@ -307,7 +334,8 @@ static int decode_record(struct decoder *d, const struct icx_rec *r, char *err, 
 static int decode_frame(struct decoder *d, const uint8_t *buf, size_t len, char *err, size_t errlen)
 {
     size_t off = 0;
-    d->in_block = 0; /* blocks never span frames */
+    d->in_block = 0; /* blocks never span frames, nor does an event's STACK_REF */
+    d->last_copy = 0;
     while (off < len) {
         if (len - off < sizeof(struct icx_rec)) {
             snprintf(err, errlen, "record header cut at frame offset %zu", off);
@@ -369,6 +397,33 @@ static void finish_proc(struct icx_proc *p)
     }
     p->t_first = lo <= hi ? lo : 0;
     p->t_last = lo <= hi ? hi : 0;
+}
+
+static int symbol_cmp(const void *a, const void *b)
+{
+    uint64_t x = ((const struct icx_symbol *)a)->addr, y = ((const struct icx_symbol *)b)->addr;
+    return x < y ? -1 : x > y;
+}
+
+const char *icx_symbol_find(const struct icx_proc *p, uint64_t addr)
+{
+    size_t lo = 0, hi = p->nsymbols;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (p->symbols[mid].addr < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < p->nsymbols && p->symbols[lo].addr == addr ? p->symbols[lo].text : NULL;
+}
+
+const struct icx_stack_def *icx_stack_find(const struct icx_proc *p, uint32_t id)
+{
+    for (size_t i = 0; i < p->nstacks; i++)
+        if (p->stacks[i].id == id)
+            return &p->stacks[i];
+    return NULL;
 }
 
 static int span_cmp(const void *a, const void *b)
@@ -510,6 +565,9 @@ int icx_read_buffer(struct icx_trace *t, const char *name, const uint8_t *buf, s
     for (size_t i = first_proc; i < t->nprocs; i++) {
         finish_proc(t->procs[i]);
         match_spans(t->procs[i]);
+        if (t->procs[i]->nsymbols > 1)
+            qsort(t->procs[i]->symbols, t->procs[i]->nsymbols, sizeof(struct icx_symbol),
+                  symbol_cmp);
     }
     return fatal ? -1 : 0;
 }
@@ -619,6 +677,12 @@ void icx_trace_free(struct icx_trace *t)
             free(p->strings[k]);
         for (size_t k = 0; k < p->nnotes; k++)
             free(p->notes[k]);
+        for (size_t k = 0; k < p->nstacks; k++)
+            free(p->stacks[k].pc);
+        for (size_t k = 0; k < p->nsymbols; k++)
+            free(p->symbols[k].text);
+        free(p->stacks);
+        free(p->symbols);
         free(p->strings);
         free(p->notes);
         free(p->note_severity);

@@ -13,6 +13,7 @@
 
 struct icx_copy {
     uint32_t api, tid;
+    uint32_t stack_id; /* 0: no stack recorded */
     int32_t src, dst, result;
     uint32_t copy_id;
     uint64_t bytes, stream;
@@ -24,6 +25,16 @@ struct icx_copy {
 struct icx_span {
     uint32_t copy_id;
     uint64_t start_ns, end_ns;
+};
+
+struct icx_stack_def {
+    uint32_t id, depth;
+    uint64_t *pc; /* innermost first */
+};
+
+struct icx_symbol {
+    uint64_t addr;
+    char *text;
 };
 
 struct icx_clockpt {
@@ -65,7 +76,10 @@ struct icx_proc {
     size_t nnotes;
     uint64_t events_recorded, lost[ICX_LOST_SLOTS];
     int ended, exit_status;
-    uint64_t nstacks, nsymbols;
+    struct icx_stack_def *stacks;
+    size_t nstacks, cap_stacks;
+    struct icx_symbol *symbols; /* sorted by address once read */
+    size_t nsymbols, cap_symbols;
     double t_first, t_last; /* monotonic seconds covered by the trace */
     /* tick -> ns mapping, from the CLOCK records */
     double slope, intercept;
@@ -95,6 +109,11 @@ int icx_read_path(struct icx_trace *t, const char *path);
 int icx_read_buffer(struct icx_trace *t, const char *name, const uint8_t *buf, size_t len,
                     char *err, size_t errlen);
 void icx_trace_free(struct icx_trace *t);
+
+/* A stack of process p by id, or NULL. */
+const struct icx_stack_def *icx_stack_find(const struct icx_proc *p, uint32_t id);
+/* "function+0xoff (module)" for a return address, or NULL when the trace has no symbol for it. */
+const char *icx_symbol_find(const struct icx_proc *p, uint64_t addr);
 
 const char *icx_record_name(unsigned type);
 const char *icx_api_name(unsigned api);

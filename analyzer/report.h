@@ -21,6 +21,10 @@ struct icx_link_row {
     double window, window_lo, window_hi;
     double *iv; /* GPU intervals, pairs */
     size_t niv, cap_iv;
+    /* The call stack that issued most of this link's copies (when stacks were recorded). */
+    const struct icx_proc *stack_proc;
+    uint32_t stack_id;
+    uint64_t stack_ops;
 };
 
 struct icx_links {

@@ -80,6 +80,25 @@ static int add_interval(struct icx_link_row *r, double a, double b)
     return 0;
 }
 
+/* Most frequent stack of the copies of process p on link r. */
+static void top_stack(struct icx_link_row *r, const struct icx_proc *p, int src, int dst)
+{
+    for (size_t k = 0; k < p->ncopies; k++) {
+        const struct icx_copy *c = &p->copies[k];
+        if (!c->stack_id || c->src != src || c->dst != dst || c->result != 0)
+            continue;
+        uint64_t n = 0;
+        for (size_t m = 0; m < p->ncopies; m++)
+            n += p->copies[m].stack_id == c->stack_id && p->copies[m].src == src &&
+                 p->copies[m].dst == dst;
+        if (n > r->stack_ops) {
+            r->stack_ops = n;
+            r->stack_id = c->stack_id;
+            r->stack_proc = p;
+        }
+    }
+}
+
 int icx_links_compute(const struct icx_trace *t, struct icx_links *L)
 {
     memset(L, 0, sizeof(*L));
@@ -108,6 +127,14 @@ int icx_links_compute(const struct icx_trace *t, struct icx_links *L)
                     return -1;
             }
         }
+    }
+    for (size_t i = 0; i < t->nprocs; i++) {
+        const struct icx_proc *p = t->procs[i];
+        if (!p->nstacks)
+            continue;
+        for (size_t k = 0; k < L->n; k++)
+            if (!strcmp(L->rows[k].host, p->host ? p->host : ""))
+                top_stack(&L->rows[k], p, L->rows[k].src, L->rows[k].dst);
     }
     double sum = 0, sumsq = 0, max = 0;
     for (size_t i = 0; i < L->n; i++) {
@@ -226,6 +253,12 @@ void icx_links_print(FILE *out, const struct icx_links *L)
         if (r->errors)
             fprintf(out, "%-11s %llu failed copies (not counted above)\n", "",
                     (unsigned long long)r->errors);
+        const struct icx_stack_def *st =
+            r->stack_proc ? icx_stack_find(r->stack_proc, r->stack_id) : NULL;
+        for (uint32_t f = 0; st && f < st->depth && f < 3; f++) {
+            const char *sym = icx_symbol_find(r->stack_proc, st->pc[f]);
+            fprintf(out, "%-11s %s %s\n", "", f ? "   <" : "from", sym ? sym : "?");
+        }
     }
     fprintf(out, "\nLink imbalance (bytes across %zu active links): max/mean %.2f, CV %.2f\n",
             L->active, L->max_over_mean, L->cv);
@@ -261,6 +294,19 @@ void icx_links_json(struct icx_json *j, const struct icx_links *L)
         icx_json_num(j, "efficiency", r->efficiency);
         icx_json_num(j, "utilization", r->utilization);
         icx_json_num(j, "window_s", r->window);
+        const struct icx_stack_def *st =
+            r->stack_proc ? icx_stack_find(r->stack_proc, r->stack_id) : NULL;
+        if (st) {
+            icx_json_int(j, "top_stack_ops", (long long)r->stack_ops);
+            icx_json_arr(j, "top_stack");
+            for (uint32_t f = 0; f < st->depth; f++) {
+                const char *sym = icx_symbol_find(r->stack_proc, st->pc[f]);
+                char addr[32];
+                snprintf(addr, sizeof(addr), "0x%llx", (unsigned long long)st->pc[f]);
+                icx_json_str(j, NULL, sym ? sym : addr);
+            }
+            icx_json_end(j);
+        }
         icx_json_end(j);
     }
     icx_json_end(j);

@@ -5,10 +5,12 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <libunwind.h>
+#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "elfsym.h"
 #include "icx.h"
 
 #define ICX_STACK_DEPTH 32
@@ -124,6 +126,58 @@ static int icx_u64_cmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* Load base of the main program (the first object dl_iterate_phdr reports). */
+static int icx_main_base_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    *(uintptr_t *)data = (uintptr_t)info->dlpi_addr;
+    return 1;
+}
+
+static uintptr_t icx_main_base(void)
+{
+    uintptr_t base = 0;
+    dl_iterate_phdr(icx_main_base_cb, &base);
+    return base;
+}
+
+/* Symbol tables of the modules stacks pass through, loaded on first use at the end of the trace. */
+struct icx_module_syms {
+    uintptr_t base;
+    int loaded;
+    struct icx_elf_syms syms;
+};
+
+/* The .symtab function holding pc in the module dladdr found, and pc's offset into it. */
+static const struct icx_elf_func *icx_static_symbol(struct icx_module_syms *mods, size_t *nmods,
+                                                    const Dl_info *di, uint64_t pc,
+                                                    uint64_t *offset)
+{
+    size_t i;
+    for (i = 0; i < *nmods; i++)
+        if (mods[i].base == (uintptr_t)di->dli_fbase)
+            break;
+    if (i == *nmods) {
+        if (*nmods == 64)
+            return NULL;
+        /* The main program is named "" by the loader: read it through /proc/self/exe. */
+        const char *path = di->dli_fname && di->dli_fname[0] ? di->dli_fname : "/proc/self/exe";
+        mods[i].base = (uintptr_t)di->dli_fbase;
+        mods[i].loaded = icx_elf_load(path, &mods[i].syms) == 0;
+        if (!mods[i].loaded && strcmp(path, "/proc/self/exe") != 0)
+            mods[i].loaded = icx_elf_load("/proc/self/exe", &mods[i].syms) == 0 &&
+                             (uintptr_t)di->dli_fbase == icx_main_base();
+        (*nmods)++;
+    }
+    if (!mods[i].loaded)
+        return NULL;
+    uint64_t vaddr = mods[i].syms.absolute ? pc : pc - mods[i].base;
+    const struct icx_elf_func *fn = icx_elf_lookup(&mods[i].syms, vaddr);
+    if (fn)
+        *offset = vaddr - fn->start;
+    return fn;
+}
+
 void icx_stack_symbolize(struct icx_frame *f)
 {
     size_t total = 0;
@@ -132,8 +186,13 @@ void icx_stack_symbolize(struct icx_frame *f)
     if (!total)
         return;
     uint64_t *all = malloc(total * sizeof(*all));
-    if (!all)
+    struct icx_module_syms *mods = calloc(64, sizeof(*mods));
+    size_t nmods = 0;
+    if (!all || !mods) {
+        free(all);
+        free(mods);
         return;
+    }
     size_t n = 0;
     for (size_t i = 0; i < icx_stacks_cap; i++)
         for (uint32_t k = 0; icx_stacks[i].pc && k < icx_stacks[i].depth; k++)
@@ -144,13 +203,22 @@ void icx_stack_symbolize(struct icx_frame *f)
             continue;
         Dl_info di;
         char text[512];
-        /* Return addresses point after the call: look up pc-1 so the call's own line is named. */
-        if (dladdr((void *)(uintptr_t)(all[i] - 1), &di) && di.dli_fname) {
+        /* Return addresses point after the call: look up pc-1 so the call's own function is
+         * named.  dladdr knows exported symbols; .symtab names the rest (static functions,
+         * executables built without -rdynamic). */
+        uint64_t pc = all[i] - 1;
+        if (dladdr((void *)(uintptr_t)pc, &di) && di.dli_fname) {
             const char *mod = strrchr(di.dli_fname, '/');
             mod = mod ? mod + 1 : di.dli_fname;
+            uint64_t off = 0;
+            const struct icx_elf_func *fn =
+                di.dli_sname ? NULL : icx_static_symbol(mods, &nmods, &di, pc, &off);
             if (di.dli_sname)
                 snprintf(text, sizeof(text), "%s+0x%llx (%s)", di.dli_sname,
                          (unsigned long long)(all[i] - (uintptr_t)di.dli_saddr), mod);
+            else if (fn)
+                snprintf(text, sizeof(text), "%s+0x%llx (%s)", fn->name,
+                         (unsigned long long)(off + 1), mod);
             else
                 snprintf(text, sizeof(text), "0x%llx (%s+0x%llx)", (unsigned long long)all[i], mod,
                          (unsigned long long)(all[i] - (uintptr_t)di.dli_fbase));
@@ -164,5 +232,8 @@ void icx_stack_symbolize(struct icx_frame *f)
             s->text = id;
         }
     }
+    for (size_t m = 0; m < nmods; m++)
+        icx_elf_free(&mods[m].syms);
+    free(mods);
     free(all);
 }

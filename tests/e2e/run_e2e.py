@@ -394,11 +394,16 @@ def test_buffer_overflow_counted():
 
 
 def test_stacks():
-    """ICX_STACKS=1 records deduplicated call stacks."""
+    """ICX_STACKS=1 records deduplicated call stacks, symbolized even for a program that exports
+    no symbols (from its .symtab), and the report names the call site of each link's copies."""
     with tempfile.TemporaryDirectory() as tmp:
         run([os.path.join(TESTS, "many_copies"), "100"], env_for(tmp, ICX_STACKS=1))
         doc, _ = analyze([os.path.join(tmp, "trace.icx.zst")])
         check(1 <= doc["processes"][0]["stacks"] <= 4, "stacks %s" % doc["processes"][0]["stacks"])
+        link = links_by_pair(doc)[(0, 1)]
+        top = link.get("top_stack", [])
+        check(link.get("top_stack_ops") == 100 and top and top[0].startswith("main+")
+              and "(many_copies)" in top[0], "top stack %s" % top)
 
 
 def test_dlopen_local_libcudart():
