@@ -27,7 +27,7 @@ TEST_PROGS := $(patsubst tests/e2e/%.c,$(BUILD)/tests/%,$(wildcard tests/e2e/*.c
 UNIT_PROGS := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit_%,$(wildcard tests/unit/*.c))
 BENCH_PROGS := $(BUILD)/bench/bench_copy $(BUILD)/bench/null/libcudart.so.13 $(BUILD)/bench/libfloor.so
 
-.PHONY: all deps test demo sanitize bench clean format
+.PHONY: all deps test demo sanitize bench clean format fuzz
 STATIC_TEST := $(if $(wildcard $(CUDA_HOME)/lib64/libcudart_static.a),$(BUILD)/tests/static/static_cudart)
 all: deps-ok $(LIBICX) $(ANALYZE) $(ICXRUN) $(SIM_CUDART) $(SIM_NVML) $(TEST_PROGS) $(UNIT_PROGS) \
      $(BENCH_PROGS) $(STATIC_TEST)
@@ -126,6 +126,20 @@ test: all
 sanitize:
 	@$(MAKE) --no-print-directory BUILD=build/san SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" OPT="-O1 -g" all
 	@BUILD=build/san ICX_TEST_SANITIZE=1 sh tests/run.sh
+
+# Coverage-guided fuzzing of the reader (libFuzzer; needs clang with compiler-rt).  FUZZ_SECONDS
+# bounds the run; the golden traces are the seeds.  tests/run.sh runs it briefly when clang can.
+FUZZ_SECONDS ?= 60
+FUZZ_BIN := $(BUILD)/fuzz/fuzz_reader
+$(FUZZ_BIN): tests/fuzz/fuzz_reader.c $(ANALYZER_LIB_SRC) $(wildcard analyzer/*.h) $(wildcard include/icx/*)
+	@mkdir -p $(dir $@)
+	clang -g -O1 -fsanitize=fuzzer,address,undefined $(CSTD) -Iinclude -Ianalyzer -o $@ \
+	    tests/fuzz/fuzz_reader.c $(ANALYZER_LIB_SRC) -lzstd -lm
+fuzz: $(FUZZ_BIN)
+	@mkdir -p $(BUILD)/fuzz/corpus
+	@cp tests/golden/*/*.icx.zst $(BUILD)/fuzz/corpus/
+	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=1 \
+	    $(BUILD)/fuzz/corpus 2>&1 | tail -n 12
 
 demo: all
 	@BUILD=$(BUILD) sh tools/demo.sh

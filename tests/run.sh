@@ -24,6 +24,22 @@ if [ -n "$line" ]; then
 else
     failed=$((failed + 1)); echo "FAIL e2e harness did not finish"
 fi
+# Coverage-guided fuzzing of the reader, briefly (make fuzz FUZZ_SECONDS=N for longer runs).
+if [ -z "${ICX_TEST_SANITIZE:-}" ]; then
+    if command -v clang >/dev/null 2>&1 &&
+        printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n){(void)d;(void)n;return 0;}' |
+        clang -x c -fsanitize=fuzzer - -o "$log.probe" >/dev/null 2>&1; then
+        if make --no-print-directory -s BUILD="$BUILD" fuzz FUZZ_SECONDS="${FUZZ_SECONDS:-30}" >"$log" 2>&1 &&
+            grep -q '^Done [0-9]* runs' "$log"; then
+            passed=$((passed + 1)); echo "PASS fuzz_reader ($(grep -o '^Done [0-9]* runs' "$log" | cut -d' ' -f2) inputs)"
+        else
+            failed=$((failed + 1)); echo "FAIL fuzz_reader"; tail -n 30 "$log"
+        fi
+        rm -f "$log.probe"
+    else
+        echo "SKIP fuzz_reader: clang with libFuzzer not available"
+    fi
+fi
 rm -f "$log"
 echo "${ICX_TEST_SANITIZE:+sanitize: }$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

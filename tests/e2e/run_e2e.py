@@ -238,6 +238,25 @@ def test_sigterm_flush_and_status():
               "copies lost at SIGTERM")
 
 
+def test_ignored_signal_stays_ignored():
+    """A job started with SIGTERM ignored keeps ignoring it under the tracer."""
+    with tempfile.TemporaryDirectory() as tmp:
+        env = env_for(tmp, ICX_GPU_TIMING="off")
+        p = subprocess.Popen([os.path.join(TESTS, "peer_copies"), os.path.join(tmp, "truth"), "loop",
+                              os.path.join(tmp, "progress")], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE,
+                             preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_IGN))
+        deadline = time.time() + 30
+        while time.time() < deadline and not os.path.exists(os.path.join(tmp, "progress")):
+            time.sleep(0.05)
+        p.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+        alive = p.poll() is None
+        p.kill()
+        p.wait()
+        check(alive, "the job died of a SIGTERM it ignores (rc %s)" % p.returncode)
+
+
 def test_fail_open_unwritable_output():
     """An output that cannot be opened: one warning, the job runs untraced and unchanged."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -492,6 +511,31 @@ def test_slow_link_fault_visible():
             return
         slow, normal = l[(0, 1)]["efficiency"], l[(1, 0)]["efficiency"]
         check(slow < 0.3 and normal > 0.8, "efficiency 0->1 %.2f, 1->0 %.2f" % (slow, normal))
+
+
+def test_golden_traces():
+    """Committed traces of every format version still read to exactly what they read to before."""
+    golden = os.path.join(ROOT, "tests", "golden")
+    versions = sorted(d for d in os.listdir(golden) if os.path.isdir(os.path.join(golden, d)))
+    check(versions, "no golden traces")
+    for v in versions:
+        for name in sorted(os.listdir(os.path.join(golden, v))):
+            if not name.endswith(".icx.zst"):
+                continue
+            path = os.path.join(golden, v, name)
+            exp = json.load(open(path[:-len(".icx.zst")] + ".expected.json"))
+            doc, _ = analyze([path])
+            p = doc["processes"][0]
+            got = {"process": {k: p[k] for k in exp["process"]}, "devices": p["devices"],
+                   "links": [{k: l[k] for k in e if k != "top_stack0"} | {"top_stack0": l["top_stack"][0]}
+                             for l, e in zip(doc["links"], exp["links"])]}
+            check(len(doc["links"]) == len(exp["links"]), "%s: %d links" % (path, len(doc["links"])))
+            for a, b in zip(got["links"], exp["links"]):
+                for k in b:
+                    same = abs(a[k] - b[k]) <= 1e-9 * abs(b[k]) if isinstance(b[k], float) else a[k] == b[k]
+                    check(same, "%s link %s->%s %s: %r != %r" % (path, b["src"], b["dst"], k, a[k], b[k]))
+            check(got["process"] == exp["process"] and got["devices"] == exp["devices"],
+                  "%s: process %s devices %s" % (path, got["process"], got["devices"]))
 
 
 def test_text_report():

@@ -1,0 +1,36 @@
+/* libFuzzer target for the trace reader and the reports built on it: any input must be rejected
+ * or read without a crash, a leak or undefined behaviour.  `make fuzz` builds and runs it over the
+ * golden traces as seeds. */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "report.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    struct icx_trace t;
+    char err[256];
+    memset(&t, 0, sizeof(t));
+    if (icx_read_buffer(&t, "fuzz", data, size, err, sizeof(err)) == 0) {
+        struct icx_links L;
+        if (icx_links_compute(&t, &L) == 0) {
+            FILE *null = fopen("/dev/null", "w");
+            if (null) {
+                icx_links_print(null, &L);
+                struct icx_json j;
+                icx_json_begin(&j, null);
+                icx_json_obj(&j, NULL);
+                icx_summary_json(&j, &t);
+                icx_links_json(&j, &L);
+                icx_json_end(&j);
+                fclose(null);
+            }
+        }
+        icx_links_free(&L);
+    }
+    icx_trace_free(&t);
+    return 0;
+}
