@@ -312,7 +312,8 @@ static int decode_record(struct decoder *d, const struct icx_rec *r, char *err, 
             const struct icx_rec_cuda_copy *c = (const void *)r;
             struct icx_copy *o = &p->copies[p->ncopies++];
             memset(o, 0, sizeof(*o));
-            o->api = r->aux;
+            o->api = r->aux & 0xffff;
+            o->flags = r->aux >> ICX_EVF_SHIFT;
             o->tid = d->block_tid;
             o->src = c->src_dev;
             o->dst = c->dst_dev;

@@ -14,6 +14,7 @@
 struct icx_copy {
     uint32_t api, tid;
     uint32_t stack_id; /* 0: no stack recorded */
+    uint32_t flags;    /* ICX_EVF_* */
     int32_t src, dst, result;
     uint32_t copy_id;
     uint64_t bytes, stream;

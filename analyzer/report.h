@@ -14,9 +14,10 @@ struct icx_link_row {
     unsigned kind, nlinks, flags;
     double capacity_bps;
     uint64_t ops, bytes, errors, timed_ops, timed_bytes;
-    double host_time;  /* s, sum of host call durations */
-    double busy_timed; /* s, union of GPU intervals of the timed copies */
-    double busy_est;   /* s, busy_timed scaled to all bytes */
+    uint64_t captured_ops, captured_bytes; /* recorded into CUDA graphs, not executed then */
+    double host_time;                      /* s, sum of host call durations */
+    double busy_timed;                     /* s, union of GPU intervals of the timed copies */
+    double busy_est;                       /* s, busy_timed scaled to all bytes */
     double achieved_bps, efficiency, utilization;
     double window, window_lo, window_hi;
     double *iv; /* GPU intervals, pairs */

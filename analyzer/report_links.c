@@ -85,7 +85,8 @@ static void top_stack(struct icx_link_row *r, const struct icx_proc *p, int src,
 {
     for (size_t k = 0; k < p->ncopies; k++) {
         const struct icx_copy *c = &p->copies[k];
-        if (!c->stack_id || c->src != src || c->dst != dst || c->result != 0)
+        if (!c->stack_id || c->src != src || c->dst != dst || c->result != 0 ||
+            (c->flags & ICX_EVF_CAPTURED))
             continue;
         uint64_t n = 0;
         for (size_t m = 0; m < p->ncopies; m++)
@@ -115,6 +116,11 @@ int icx_links_compute(const struct icx_trace *t, struct icx_links *L)
                 r->window_hi = p->t_last;
             if (c->result != 0) {
                 r->errors++;
+                continue;
+            }
+            if (c->flags & ICX_EVF_CAPTURED) {
+                r->captured_ops++;
+                r->captured_bytes += c->bytes;
                 continue;
             }
             r->ops++;
@@ -253,6 +259,11 @@ void icx_links_print(FILE *out, const struct icx_links *L)
         if (r->errors)
             fprintf(out, "%-11s %llu failed copies (not counted above)\n", "",
                     (unsigned long long)r->errors);
+        if (r->captured_ops)
+            fprintf(out,
+                    "%-11s %llu copies captured into CUDA graphs (not counted above: they run "
+                    "at each graph launch)\n",
+                    "", (unsigned long long)r->captured_ops);
         const struct icx_stack_def *st =
             r->stack_proc ? icx_stack_find(r->stack_proc, r->stack_id) : NULL;
         for (uint32_t f = 0; st && f < st->depth && f < 3; f++) {
@@ -285,6 +296,8 @@ void icx_links_json(struct icx_json *j, const struct icx_links *L)
         icx_json_int(j, "ops", (long long)r->ops);
         icx_json_int(j, "bytes", (long long)r->bytes);
         icx_json_int(j, "failed_ops", (long long)r->errors);
+        icx_json_int(j, "graph_captured_ops", (long long)r->captured_ops);
+        icx_json_int(j, "graph_captured_bytes", (long long)r->captured_bytes);
         icx_json_num(j, "host_time_s", r->host_time);
         icx_json_int(j, "gpu_timed_ops", (long long)r->timed_ops);
         icx_json_int(j, "gpu_timed_bytes", (long long)r->timed_bytes);

@@ -19,6 +19,12 @@ ICX_EXPORT cudaError_t cudaMemcpyAsync_ptsz(void *, const void *, size_t, enum c
                                             cudaStream_t);
 ICX_EXPORT cudaError_t cudaMallocAsync_ptsz(void **, size_t, cudaStream_t);
 ICX_EXPORT cudaError_t cudaFreeAsync_ptsz(void *, cudaStream_t);
+ICX_EXPORT cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t, enum cudaStreamCaptureMode);
+ICX_EXPORT cudaError_t cudaStreamBeginCaptureToGraph_ptsz(cudaStream_t, cudaGraph_t,
+                                                          const cudaGraphNode_t *,
+                                                          const cudaGraphEdgeData *, size_t,
+                                                          enum cudaStreamCaptureMode);
+ICX_EXPORT cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t, cudaGraph_t *);
 
 ICX_REAL_DECL(CUDART, cudaError_t, cudaMemcpyPeer, (void *, int, const void *, int, size_t));
 ICX_REAL_DECL(CUDART, cudaError_t, cudaMemcpyPeerAsync,
@@ -36,6 +42,20 @@ ICX_REAL_DECL(CUDART, cudaError_t, cudaMallocAsync, (void **, size_t, cudaStream
 ICX_REAL_DECL(CUDART, cudaError_t, cudaMallocAsync_ptsz, (void **, size_t, cudaStream_t));
 ICX_REAL_DECL(CUDART, cudaError_t, cudaFreeAsync, (void *, cudaStream_t));
 ICX_REAL_DECL(CUDART, cudaError_t, cudaFreeAsync_ptsz, (void *, cudaStream_t));
+ICX_REAL_DECL(CUDART, cudaError_t, cudaStreamBeginCapture,
+              (cudaStream_t, enum cudaStreamCaptureMode));
+ICX_REAL_DECL(CUDART, cudaError_t, cudaStreamBeginCapture_ptsz,
+              (cudaStream_t, enum cudaStreamCaptureMode));
+ICX_REAL_DECL(CUDART, cudaError_t, cudaStreamBeginCaptureToGraph,
+              (cudaStream_t, cudaGraph_t, const cudaGraphNode_t *, const cudaGraphEdgeData *,
+               size_t, enum cudaStreamCaptureMode));
+ICX_REAL_DECL(CUDART, cudaError_t, cudaStreamBeginCaptureToGraph_ptsz,
+              (cudaStream_t, cudaGraph_t, const cudaGraphNode_t *, const cudaGraphEdgeData *,
+               size_t, enum cudaStreamCaptureMode));
+ICX_REAL_DECL(CUDART, cudaError_t, cudaStreamEndCapture, (cudaStream_t, cudaGraph_t *));
+ICX_REAL_DECL(CUDART, cudaError_t, cudaStreamEndCapture_ptsz, (cudaStream_t, cudaGraph_t *));
+ICX_REAL_DECL(CUDART, cudaError_t, cudaStreamIsCapturing,
+              (cudaStream_t, enum cudaStreamCaptureStatus *));
 ICX_REAL_DECL(CUDART, cudaError_t, cudaGetDevice, (int *));
 ICX_REAL_DECL(CUDART, cudaError_t, cudaStreamGetDevice, (cudaStream_t, int *));
 ICX_REAL_DECL(CUDART, cudaError_t, cudaPointerGetAttributes,
@@ -201,11 +221,107 @@ int icx_stream_device(cudaStream_t s)
     return icx_current_device();
 }
 
+/* ---- graph capture: a copy issued into a capturing stream does not run now ---- */
+
+/* Captures begun and not yet ended, process-wide.  Zero almost always, so the copy path pays one
+ * relaxed load; while a capture is open, each copy asks the runtime whether its stream captures. */
+static _Atomic int icx_captures_active;
+
+static int icx_stream_capturing(cudaStream_t s)
+{
+    icx_real_cudaStreamIsCapturing_t q = ICX_REAL(cudaStreamIsCapturing);
+    enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    int saved = errno;
+    int capturing = q && q(s, &st) == cudaSuccess && st != cudaStreamCaptureStatusNone;
+    errno = saved;
+    return capturing;
+}
+
+static void icx_capture_begun(cudaError_t rc)
+{
+    if (rc == cudaSuccess)
+        atomic_fetch_add(&icx_captures_active, 1);
+}
+
+static void icx_capture_ended(void)
+{
+    int n = atomic_load(&icx_captures_active);
+    while (n > 0 && !atomic_compare_exchange_weak(&icx_captures_active, &n, n - 1))
+        ;
+}
+
+ICX_EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mode)
+{
+    icx_real_cudaStreamBeginCapture_t real = ICX_REAL(cudaStreamBeginCapture);
+    if (ICX_UNLIKELY(!real))
+        return cudaErrorSharedObjectSymbolNotFound;
+    cudaError_t rc = real(s, mode);
+    icx_capture_begun(rc);
+    return rc;
+}
+
+ICX_EXPORT cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t s, enum cudaStreamCaptureMode mode)
+{
+    icx_real_cudaStreamBeginCapture_ptsz_t real = ICX_REAL(cudaStreamBeginCapture_ptsz);
+    if (ICX_UNLIKELY(!real))
+        return cudaErrorSharedObjectSymbolNotFound;
+    cudaError_t rc = real(s, mode);
+    icx_capture_begun(rc);
+    return rc;
+}
+
+ICX_EXPORT cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t s, cudaGraph_t g,
+                                                     const cudaGraphNode_t *deps,
+                                                     const cudaGraphEdgeData *edges, size_t n,
+                                                     enum cudaStreamCaptureMode mode)
+{
+    icx_real_cudaStreamBeginCaptureToGraph_t real = ICX_REAL(cudaStreamBeginCaptureToGraph);
+    if (ICX_UNLIKELY(!real))
+        return cudaErrorSharedObjectSymbolNotFound;
+    cudaError_t rc = real(s, g, deps, edges, n, mode);
+    icx_capture_begun(rc);
+    return rc;
+}
+
+ICX_EXPORT cudaError_t cudaStreamBeginCaptureToGraph_ptsz(cudaStream_t s, cudaGraph_t g,
+                                                          const cudaGraphNode_t *deps,
+                                                          const cudaGraphEdgeData *edges, size_t n,
+                                                          enum cudaStreamCaptureMode mode)
+{
+    icx_real_cudaStreamBeginCaptureToGraph_ptsz_t real =
+        ICX_REAL(cudaStreamBeginCaptureToGraph_ptsz);
+    if (ICX_UNLIKELY(!real))
+        return cudaErrorSharedObjectSymbolNotFound;
+    cudaError_t rc = real(s, g, deps, edges, n, mode);
+    icx_capture_begun(rc);
+    return rc;
+}
+
+ICX_EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g)
+{
+    icx_real_cudaStreamEndCapture_t real = ICX_REAL(cudaStreamEndCapture);
+    if (ICX_UNLIKELY(!real))
+        return cudaErrorSharedObjectSymbolNotFound;
+    cudaError_t rc = real(s, g);
+    icx_capture_ended(); /* a capture ends whether or not the graph came out valid */
+    return rc;
+}
+
+ICX_EXPORT cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t s, cudaGraph_t *g)
+{
+    icx_real_cudaStreamEndCapture_ptsz_t real = ICX_REAL(cudaStreamEndCapture_ptsz);
+    if (ICX_UNLIKELY(!real))
+        return cudaErrorSharedObjectSymbolNotFound;
+    cudaError_t rc = real(s, g);
+    icx_capture_ended();
+    return rc;
+}
+
 /* ---- recording ---- */
 
 static inline __attribute__((always_inline)) void
-icx_record_copy(enum icx_api api, uint64_t t0, uint64_t t1, size_t bytes, cudaStream_t stream,
-                int src, int dst, cudaError_t rc, uint32_t copy_id)
+icx_record_copy(enum icx_api api, uint32_t flags, uint64_t t0, uint64_t t1, size_t bytes,
+                cudaStream_t stream, int src, int dst, cudaError_t rc, uint32_t copy_id)
 {
     struct icx_slot slot;
     struct icx_rec_cuda_copy *r = icx_reserve(sizeof(*r), &slot);
@@ -213,7 +329,7 @@ icx_record_copy(enum icx_api api, uint64_t t0, uint64_t t1, size_t bytes, cudaSt
         return;
     r->e.h.type = ICX_REC_CUDA_COPY;
     r->e.h.size = sizeof(*r);
-    r->e.h.aux = api;
+    r->e.h.aux = api | (flags << ICX_EVF_SHIFT);
     r->e.ts = (int64_t)t0;
     r->e.dur = t1 - t0;
     r->bytes = bytes;
@@ -279,7 +395,11 @@ icx_copy_exit(struct icx_copy_ctx *c, enum icx_api api, cudaError_t rc, size_t b
     uint64_t t1 = icx_ticks();
     if (c->timed)
         icx_gpu_end(&c->gpu, exec_stream, rc);
-    icx_record_copy(api, c->t0, t1, bytes, user_stream, src, dst, rc, c->gpu.copy_id);
+    uint32_t flags = 0;
+    if (ICX_UNLIKELY(atomic_load_explicit(&icx_captures_active, memory_order_relaxed)) &&
+        icx_stream_capturing(exec_stream))
+        flags |= ICX_EVF_CAPTURED;
+    icx_record_copy(api, flags, c->t0, t1, bytes, user_stream, src, dst, rc, c->gpu.copy_id);
     if (ICX_UNLIKELY(icx_stack_due()))
         icx_stack_capture();
     icx_self.guard = 0;

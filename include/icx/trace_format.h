@@ -205,13 +205,17 @@ _Static_assert(sizeof(struct icx_rec_end) == 16, "icx_rec_end");
 
 /* Common prefix of every EVENT-category record. */
 struct icx_rec_event {
-    struct icx_rec h; /* aux = enum icx_api */
+    struct icx_rec h; /* aux = enum icx_api in the low 16 bits, ICX_EVF_* flags in the high 16 */
     int64_t ts;       /* ticks (delta-encoded on disk, see 5.) */
     uint64_t dur;     /* ticks */
 };
 _Static_assert(sizeof(struct icx_rec_event) == 24, "icx_rec_event");
 
-/* A host-to-device-to-device copy between two different devices. */
+#define ICX_EVF_SHIFT 16
+#define ICX_EVF_CAPTURED                                                                           \
+    (1u << 0) /* issued into a stream capturing a CUDA graph: not executed now */
+
+/* A copy between two different devices. */
 struct icx_rec_cuda_copy {
     struct icx_rec_event e;
     uint64_t bytes;

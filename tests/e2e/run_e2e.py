@@ -381,6 +381,10 @@ def test_capture_safety():
         doc, _ = analyze([os.path.join(tmp, "trace.icx.zst")])
         proc = doc["processes"][0]
         check(proc["lost"]["gpu_timing_capture"] >= 1, "lost %s" % proc["lost"])
+        # The captured copy did not run: it is reported apart, not as link traffic.
+        l = links_by_pair(doc)[(0, 1)]
+        check(l["ops"] == 8 and l["graph_captured_ops"] == 1 and l["graph_captured_bytes"] == 4096,
+              "link 0->1: %s" % l)
 
 
 def test_fork():
