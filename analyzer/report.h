@@ -18,9 +18,11 @@ struct icx_link_row {
     double host_time;                      /* s, sum of host call durations */
     double busy_timed;                     /* s, union of GPU intervals of the timed copies */
     double busy_est;                       /* s, busy_timed scaled to all bytes */
-    double achieved_bps, efficiency, utilization;
+    double achieved_bps;                   /* byte-weighted median of per-copy rates */
+    double busy_bps;                       /* timed bytes / union busy time */
+    double efficiency, utilization;
     double window, window_lo, window_hi;
-    double *iv; /* GPU intervals, pairs */
+    double *iv; /* GPU intervals: (start, end, bytes) triples */
     size_t niv, cap_iv;
     /* The call stack that issued most of this link's copies (when stacks were recorded). */
     const struct icx_proc *stack_proc;

@@ -64,20 +64,55 @@ static struct icx_link_row *find_row(struct icx_links *L, const struct icx_proc 
     return r;
 }
 
-static int add_interval(struct icx_link_row *r, double a, double b)
+/* Device interval [a, b] of a copy of `bytes`, kept as a triple. */
+static int add_interval(struct icx_link_row *r, double a, double b, double bytes)
 {
     if (r->niv == r->cap_iv) {
         size_t ncap = r->cap_iv ? r->cap_iv * 2 : 64;
-        double *n = realloc(r->iv, ncap * 2 * sizeof(double));
+        double *n = realloc(r->iv, ncap * 3 * sizeof(double));
         if (!n)
             return -1;
         r->iv = n;
         r->cap_iv = ncap;
     }
-    r->iv[2 * r->niv] = a;
-    r->iv[2 * r->niv + 1] = b;
+    r->iv[3 * r->niv] = a;
+    r->iv[3 * r->niv + 1] = b;
+    r->iv[3 * r->niv + 2] = bytes;
     r->niv++;
     return 0;
+}
+
+static int rate_cmp(const void *a, const void *b)
+{
+    const double *x = a, *y = b;
+    return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+/* Byte-weighted median of the copies' own rates (bytes / device interval).  Unlike bytes / union
+ * it is not thrown off by a few stretched intervals: an end event recorded after the host thread
+ * was descheduled, with the stream already idle, stretches its copy's interval by the delay. */
+static double median_rate(const struct icx_link_row *r)
+{
+    double *v = malloc(r->niv * 2 * sizeof(double) + 1), total = 0, acc = 0, m = NAN;
+    if (!v)
+        return NAN;
+    for (size_t k = 0; k < r->niv; k++) {
+        double d = r->iv[3 * k + 1] - r->iv[3 * k];
+        v[2 * k] = d > 0 ? r->iv[3 * k + 2] / d : INFINITY;
+        v[2 * k + 1] = r->iv[3 * k + 2];
+        total += v[2 * k + 1];
+    }
+    if (r->niv > 1)
+        qsort(v, r->niv, 2 * sizeof(double), rate_cmp);
+    for (size_t k = 0; k < r->niv; k++) {
+        acc += v[2 * k + 1];
+        if (acc >= total / 2) {
+            m = v[2 * k];
+            break;
+        }
+    }
+    free(v);
+    return m;
 }
 
 /* Most frequent stack of the copies of process p on link r. */
@@ -129,7 +164,7 @@ int icx_links_compute(const struct icx_trace *t, struct icx_links *L)
             if (c->gpu_end > c->gpu_start && c->gpu_start > 0) {
                 r->timed_ops++;
                 r->timed_bytes += c->bytes;
-                if (add_interval(r, c->gpu_start, c->gpu_end))
+                if (add_interval(r, c->gpu_start, c->gpu_end, (double)c->bytes))
                     return -1;
             }
         }
@@ -146,10 +181,10 @@ int icx_links_compute(const struct icx_trace *t, struct icx_links *L)
     for (size_t i = 0; i < L->n; i++) {
         struct icx_link_row *r = &L->rows[i];
         if (r->niv > 1)
-            qsort(r->iv, r->niv, 2 * sizeof(double), iv_cmp);
+            qsort(r->iv, r->niv, 3 * sizeof(double), iv_cmp);
         double busy = 0, cur_a = 0, cur_b = -1;
         for (size_t k = 0; k < r->niv; k++) {
-            double a = r->iv[2 * k], b = r->iv[2 * k + 1];
+            double a = r->iv[3 * k], b = r->iv[3 * k + 1];
             if (a > cur_b) {
                 if (cur_b > cur_a)
                     busy += cur_b - cur_a;
@@ -162,7 +197,8 @@ int icx_links_compute(const struct icx_trace *t, struct icx_links *L)
         if (cur_b > cur_a)
             busy += cur_b - cur_a;
         r->busy_timed = busy;
-        r->achieved_bps = busy > 0 ? (double)r->timed_bytes / busy : NAN;
+        r->busy_bps = busy > 0 ? (double)r->timed_bytes / busy : NAN;
+        r->achieved_bps = r->niv ? median_rate(r) : NAN;
         r->busy_est = r->timed_bytes ? busy * (double)r->bytes / (double)r->timed_bytes : NAN;
         r->window = r->window_hi > r->window_lo ? r->window_hi - r->window_lo : NAN;
         r->efficiency = r->capacity_bps > 0 ? r->achieved_bps / r->capacity_bps : NAN;
@@ -273,9 +309,10 @@ void icx_links_print(FILE *out, const struct icx_links *L)
     }
     fprintf(out, "\nLink imbalance (bytes across %zu active links): max/mean %.2f, CV %.2f\n",
             L->active, L->max_over_mean, L->cv);
-    fprintf(out, "  GB/s = bytes / GPU busy time of the GPU-timed copies (union of their device "
-                 "intervals); ~ marks busy time extrapolated from a sample;\n  effic = GB/s / "
-                 "capacity; util = bytes / (trace duration x capacity).\n");
+    fprintf(out,
+            "  GB/s = byte-weighted median rate of the GPU-timed copies (bytes / device interval);"
+            "\n  gpu ms = union of their device intervals, ~ when extrapolated from a sample;\n"
+            "  effic = GB/s / capacity; util = bytes / (trace duration x capacity).\n");
 }
 
 void icx_links_json(struct icx_json *j, const struct icx_links *L)
@@ -304,6 +341,7 @@ void icx_links_json(struct icx_json *j, const struct icx_links *L)
         icx_json_num(j, "gpu_busy_timed_s", r->busy_timed);
         icx_json_num(j, "gpu_busy_s", r->busy_est);
         icx_json_num(j, "achieved_bytes_per_s", r->achieved_bps);
+        icx_json_num(j, "busy_bytes_per_s", r->busy_bps);
         icx_json_num(j, "efficiency", r->efficiency);
         icx_json_num(j, "utilization", r->utilization);
         icx_json_num(j, "window_s", r->window);
