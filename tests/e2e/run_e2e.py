@@ -523,9 +523,9 @@ def test_golden_traces():
     versions = sorted(d for d in os.listdir(golden) if os.path.isdir(os.path.join(golden, d)))
     check(versions, "no golden traces")
     for v in versions:
-        for name in sorted(os.listdir(os.path.join(golden, v))):
-            if not name.endswith(".icx.zst"):
-                continue
+        traces = sorted(n for n in os.listdir(os.path.join(golden, v)) if n.endswith(".icx.zst"))
+        check(traces, "format %s: no golden trace" % v)
+        for name in traces:
             path = os.path.join(golden, v, name)
             exp = json.load(open(path[:-len(".icx.zst")] + ".expected.json"))
             doc, _ = analyze([path])
