@@ -112,7 +112,10 @@ static void icx_config_load(void)
     else if (t && *t && strcmp(t, "sample") != 0)
         icx_log("ignoring ICX_GPU_TIMING=%s (expected off, sample or all)\n", t);
     icx_cfg.gpu_sample_us = (unsigned)icx_env_long("ICX_GPU_SAMPLE_US", 1000, 1, 60000000);
-    icx_cfg.stack_sample = (unsigned)icx_env_long("ICX_STACKS", 0, 0, 1 << 30);
+    /* Unset: stacks of control-plane calls only (rare, and where a post-mortem wants them). */
+    long stacks = icx_env_long("ICX_STACKS", -1, 0, 1 << 30);
+    icx_cfg.stack_control = stacks != 0;
+    icx_cfg.stack_sample = stacks > 0 ? (unsigned)stacks : 0;
     icx_cfg.follow_fork = (int)icx_env_long("ICX_FOLLOW_FORK", 0, 0, 1);
     const char *c = getenv("ICX_CLOCK");
     icx_clock_tsc = !(c && strcmp(c, "mono") == 0) && icx_cpu_has_invariant_tsc();

@@ -358,7 +358,7 @@ static void icx_record_alloc(enum icx_record_type type, enum icx_api api, uint64
     r->device = dev;
     r->result = rc;
     icx_commit(&slot);
-    if (icx_cfg.stack_sample)
+    if (icx_cfg.stack_control)
         icx_stack_capture();
 }
 

@@ -31,8 +31,8 @@ struct icx_config {
     int gpu_timing;         /* ICX_GPU_TIMING */
     unsigned gpu_sample_us; /* ICX_GPU_SAMPLE_US: sample mode times at most one copy per thread
                                per this many microseconds */
-    unsigned
-        stack_sample; /* ICX_STACKS: 0 off; 1 every hooked call; N: control calls + 1 in N copies */
+    int stack_control;     /* stacks of control-plane calls (allocations): unless ICX_STACKS=0 */
+    unsigned stack_sample; /* ICX_STACKS=N: also 1 in N copies; 0: no copy stacks */
     int follow_fork;  /* ICX_FOLLOW_FORK */
     char output[4096]; /* ICX_OUTPUT, expanded */
 };

@@ -431,7 +431,7 @@ static int icx_open_stream(void)
     h->oldest_minor = ICX_OLDEST_MINOR;
     h->header_size = sizeof(*h);
     h->features = ICX_FEAT_DELTA | (icx_clock_tsc ? ICX_FEAT_TSC : 0) |
-                  (icx_cfg.stack_sample ? ICX_FEAT_STACKS : 0);
+                  (icx_cfg.stack_control ? ICX_FEAT_STACKS : 0);
     uint64_t id;
     if (getrandom(&id, sizeof(id), GRND_NONBLOCK) != sizeof(id))
         id = icx_ticks() ^ ((uint64_t)getpid() << 32);
