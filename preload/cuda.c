@@ -400,7 +400,7 @@ icx_copy_exit(struct icx_copy_ctx *c, enum icx_api api, cudaError_t rc, size_t b
         icx_stream_capturing(exec_stream))
         flags |= ICX_EVF_CAPTURED;
     icx_record_copy(api, flags, c->t0, t1, bytes, user_stream, src, dst, rc, c->gpu.copy_id);
-    if (ICX_UNLIKELY(icx_stack_due()))
+    if (ICX_UNLIKELY(icx_cfg.stack_sample) && icx_stack_due())
         icx_stack_capture();
     icx_self.guard = 0;
 }

@@ -31,10 +31,10 @@ struct icx_config {
     int gpu_timing;         /* ICX_GPU_TIMING */
     unsigned gpu_sample_us; /* ICX_GPU_SAMPLE_US: sample mode times at most one copy per thread
                                per this many microseconds */
-    int stack_control;     /* stacks of control-plane calls (allocations): unless ICX_STACKS=0 */
-    unsigned stack_sample; /* ICX_STACKS=N: also 1 in N copies; 0: no copy stacks */
-    int follow_fork;  /* ICX_FOLLOW_FORK */
-    char output[4096]; /* ICX_OUTPUT, expanded */
+    int stack_control;      /* stacks of control-plane calls (allocations): unless ICX_STACKS=0 */
+    unsigned stack_sample;  /* ICX_STACKS=N: also 1 in N copies; 0: no copy stacks */
+    int follow_fork;        /* ICX_FOLLOW_FORK */
+    char output[4096];      /* ICX_OUTPUT, expanded */
 };
 
 extern struct icx_config icx_cfg;
@@ -96,7 +96,7 @@ struct icx_tbuf {
 };
 
 /* Ring-internal record types never written to the file. */
-#define ICX_RING_PAD 0u              /* filler to the end of the ring; length in aux */
+#define ICX_RING_SLACK 65536u /* bytes after the ring's end: the largest record (size is u16) */
 #define ICX_RING_GPU_PENDING 0xff01u /* an async copy bracketed by pooled events (gpu.c) */
 #define ICX_RING_STACK_RAW 0xff02u   /* raw return addresses for the preceding event (stack.c) */
 
@@ -115,7 +115,11 @@ struct icx_slot {
     uint64_t next; /* head after the record */
 };
 
-/* Reserve `size` bytes (multiple of 8) in this thread's ring; NULL (and a counted loss) if full. */
+/* Reserve `size` bytes (multiple of 8, at most ICX_RING_SLACK) in this thread's ring; NULL (and a
+ * counted loss) if full.  A record starts at head & (cap - 1) and is always contiguous: the ring
+ * has ICX_RING_SLACK bytes of slack after its end, so a record that crosses the end simply runs on
+ * into the slack and neither side ever splits or pads one.  (The bytes at the ring's start that
+ * mirror such a record's tail are skipped: the next record begins after them.) */
 static inline void *icx_reserve(uint32_t size, struct icx_slot *slot)
 {
     struct icx_tbuf *b = icx_self.buf;
@@ -125,28 +129,17 @@ static inline void *icx_reserve(uint32_t size, struct icx_slot *slot)
             return NULL;
     }
     uint64_t head = atomic_load_explicit(&b->head, memory_order_relaxed);
-    uint64_t off = head & (b->cap - 1);
-    uint64_t contig = b->cap - off;
-    uint64_t need = contig < size ? contig + size : size;
-    if (ICX_UNLIKELY(head + need - b->tail_seen > b->cap)) {
+    if (ICX_UNLIKELY(head + size - b->tail_seen > b->cap)) {
         /* Only now look at the writer's cache line. */
         b->tail_seen = atomic_load_explicit(&b->tail, memory_order_acquire);
-        if (head + need - b->tail_seen > b->cap) {
+        if (head + size - b->tail_seen > b->cap) {
             icx_count_lost(ICX_LOST_buffer_full);
             return NULL;
         }
     }
-    if (ICX_UNLIKELY(contig < size)) {
-        struct icx_rec *pad = (struct icx_rec *)(b->data + off);
-        pad->type = ICX_RING_PAD;
-        pad->size = 0;
-        pad->aux = (uint32_t)contig;
-        head += contig;
-        off = 0;
-    }
     slot->b = b;
     slot->next = head + size;
-    return b->data + off;
+    return b->data + (head & (b->cap - 1));
 }
 
 /* Publish the reserved record to the writer. */

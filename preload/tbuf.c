@@ -46,14 +46,14 @@ static struct icx_tbuf *icx_tbuf_new(void)
         return NULL;
     }
     struct icx_tbuf *b = calloc(1, sizeof(*b));
-    uint8_t *data = b ? malloc(icx_cfg.buffer_bytes) : NULL;
+    uint8_t *data = b ? malloc(icx_cfg.buffer_bytes + ICX_RING_SLACK) : NULL;
     if (!data) {
         free(b);
         icx_count_lost(ICX_LOST_no_buffer);
         return NULL;
     }
     /* Touch every page now, once, rather than taking page faults on the hot path later. */
-    memset(data, 0, icx_cfg.buffer_bytes);
+    memset(data, 0, icx_cfg.buffer_bytes + ICX_RING_SLACK);
     b->data = data;
     b->cap = icx_cfg.buffer_bytes;
     b->tid = (uint32_t)icx_gettid();

@@ -296,11 +296,8 @@ static void icx_drain_one(struct icx_tbuf *b, void *ctx)
         icx_announce_thread(d->f, b);
     d->in_block = 0;
     while (tail < head) {
+        /* Contiguous even across the ring's end: see icx_reserve. */
         const struct icx_rec *r = (const struct icx_rec *)(b->data + (tail & (b->cap - 1)));
-        if (r->type == ICX_RING_PAD) {
-            tail += r->aux;
-            continue;
-        }
         uint32_t size = r->size;
         if (size < sizeof(*r) || (size & 7)) /* cannot happen unless memory was corrupted */
             break;
