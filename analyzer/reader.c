@@ -221,13 +221,66 @@ static int decode_record(struct decoder *d, const struct icx_rec *r, char *err, 
         }
         break;
     case ICX_REC_DEVICE:
-        if (size >= sizeof(struct icx_rec_device) && r->aux < ICX_RD_MAX_DEV) {
+        /* 1.0 wrote 24 bytes; 1.1 appended local_cpus. */
+        if (size >= ICX_REC_DEVICE_V10_SIZE && r->aux < ICX_RD_MAX_DEV) {
             const struct icx_rec_device *x = (const void *)r;
             struct icx_rd_device *dv = &p->dev[r->aux];
             dv->present = 1;
             snprintf(dv->name, sizeof(dv->name), "%s", str_of(p, x->name));
             snprintf(dv->bus, sizeof(dv->bus), "%s", str_of(p, x->pci_bus_id));
             dv->numa = x->numa_node;
+            if (size >= sizeof(struct icx_rec_device))
+                snprintf(dv->local_cpus, sizeof(dv->local_cpus), "%s", str_of(p, x->local_cpus));
+        }
+        break;
+    case ICX_REC_THREAD:
+        if (size >= sizeof(struct icx_rec_thread)) {
+            struct icx_rd_thread *th = icx_thread_get(p, r->aux);
+            if (th)
+                snprintf(th->name, sizeof(th->name), "%s",
+                         str_of(p, ((const struct icx_rec_thread *)r)->name));
+        }
+        break;
+    case ICX_REC_NUMA_NODE:
+        if (size >= sizeof(struct icx_rec_numa_node) && r->aux < ICX_RD_MAX_NODES) {
+            free(p->node_cpus[r->aux]);
+            p->node_cpus[r->aux] = dupstr(str_of(p, ((const struct icx_rec_numa_node *)r)->cpus));
+        }
+        break;
+    case ICX_REC_CPU_SAMPLES:
+        if (size >= sizeof(struct icx_rec_cpu_samples) &&
+            r->aux <= (size - sizeof(struct icx_rec_cpu_samples)) / sizeof(struct icx_cpu_sample)) {
+            const struct icx_cpu_sample *cs =
+                (const void *)(body + sizeof(struct icx_rec_cpu_samples));
+            p->cpu_sample_rounds++;
+            for (uint32_t k = 0; k < r->aux; k++) {
+                struct icx_rd_thread *th = icx_thread_get(p, cs[k].tid);
+                if (!th)
+                    break;
+                th->samples++;
+                if (cs[k].node >= 0 && cs[k].node < ICX_RD_MAX_NODES)
+                    th->node_samples[cs[k].node]++;
+                else
+                    th->unknown_samples++;
+            }
+        }
+        break;
+    case ICX_REC_THREAD_AFFINITY:
+        if (size >= sizeof(struct icx_rec_thread_affinity)) {
+            const struct icx_rec_thread_affinity *x = (const void *)r;
+            struct icx_rd_thread *th = icx_thread_get(p, r->aux);
+            if (th) {
+                snprintf(th->affinity, sizeof(th->affinity), "%s", str_of(p, x->cpus));
+                th->affinity_nodes = x->node_mask;
+            }
+        }
+        break;
+    case ICX_REC_HOST_NUMA:
+        if (size >= sizeof(struct icx_rec_host_numa) &&
+            !grow((void **)&p->hbufs, &p->cap_hbufs, p->nhbufs, sizeof(*p->hbufs))) {
+            const struct icx_rec_host_numa *x = (const void *)r;
+            p->hbufs[p->nhbufs++] =
+                (struct icx_host_buffer){x->ptr, x->bytes, x->node, x->pages_sampled};
         }
         break;
     case ICX_REC_LINK:
@@ -292,7 +345,10 @@ static int decode_record(struct decoder *d, const struct icx_rec *r, char *err, 
         break;
     case ICX_REC_CUDA_COPY:
     case ICX_REC_CUDA_ALLOC:
-    case ICX_REC_CUDA_FREE: {
+    case ICX_REC_CUDA_FREE:
+    case ICX_REC_CUDA_HOST_COPY:
+    case ICX_REC_HOST_ALLOC:
+    case ICX_REC_HOST_FREE: {
         if (!d->in_block) {
             snprintf(err, errlen, "%s record outside a block", icx_record_name(r->type));
             return -1;
@@ -303,7 +359,20 @@ static int decode_record(struct decoder *d, const struct icx_rec *r, char *err, 
         int64_t ts = d->prev_ts + e->ts;
         d->prev_ts = ts;
         d->last_copy = 0;
-        if (r->type == ICX_REC_CUDA_ALLOC) {
+        struct icx_rd_thread *th = icx_thread_get(p, d->block_tid);
+        if (th)
+            th->cuda_events++;
+        if (r->type == ICX_REC_CUDA_HOST_COPY) {
+            if (size >= sizeof(struct icx_rec_cuda_host_copy) &&
+                !grow((void **)&p->hcopies, &p->cap_hcopies, p->nhcopies, sizeof(*p->hcopies))) {
+                const struct icx_rec_cuda_host_copy *h = (const void *)r;
+                p->hcopies[p->nhcopies++] = (struct icx_host_copy){
+                    h->host_ptr, h->bytes, h->device, h->result,
+                    ((r->aux >> ICX_EVF_SHIFT) & ICX_EVF_D2H) != 0};
+            }
+        } else if (r->type == ICX_REC_HOST_ALLOC || r->type == ICX_REC_HOST_FREE) {
+            /* their NUMA placement comes in HOST_NUMA records */
+        } else if (r->type == ICX_REC_CUDA_ALLOC) {
             p->nallocs++;
         } else if (r->type == ICX_REC_CUDA_FREE) {
             p->nfrees++;
@@ -417,6 +486,19 @@ const char *icx_symbol_find(const struct icx_proc *p, uint64_t addr)
             hi = mid;
     }
     return lo < p->nsymbols && p->symbols[lo].addr == addr ? p->symbols[lo].text : NULL;
+}
+
+struct icx_rd_thread *icx_thread_get(struct icx_proc *p, uint32_t tid)
+{
+    for (size_t i = 0; i < p->nthreads; i++)
+        if (p->threads[i].tid == tid)
+            return &p->threads[i];
+    if (grow((void **)&p->threads, &p->cap_threads, p->nthreads, sizeof(*p->threads)))
+        return NULL;
+    struct icx_rd_thread *t = &p->threads[p->nthreads++];
+    memset(t, 0, sizeof(*t));
+    t->tid = tid;
+    return t;
 }
 
 const struct icx_stack_def *icx_stack_find(const struct icx_proc *p, uint32_t id)
@@ -684,6 +766,11 @@ void icx_trace_free(struct icx_trace *t)
             free(p->symbols[k].text);
         free(p->stacks);
         free(p->symbols);
+        for (int k = 0; k < ICX_RD_MAX_NODES; k++)
+            free(p->node_cpus[k]);
+        free(p->threads);
+        free(p->hbufs);
+        free(p->hcopies);
         free(p->strings);
         free(p->notes);
         free(p->note_severity);

@@ -46,6 +46,31 @@ struct icx_rd_device {
     int present;
     char name[128], bus[32];
     int numa;
+    char local_cpus[256]; /* "" unknown (format 1.0 traces) */
+};
+
+#define ICX_RD_MAX_NODES 64
+
+/* A thread of the process: name, where it was allowed and where it was seen running. */
+struct icx_rd_thread {
+    uint32_t tid;
+    char name[32];
+    char affinity[256];
+    uint64_t affinity_nodes;
+    uint64_t samples, node_samples[ICX_RD_MAX_NODES], unknown_samples;
+    uint64_t cuda_events; /* events it recorded: it drives the GPU */
+};
+
+struct icx_host_buffer {
+    uint64_t ptr, bytes;
+    int node; /* -1 unknown */
+    uint32_t pages_sampled;
+};
+
+struct icx_host_copy {
+    uint64_t host_ptr, bytes;
+    int32_t device, result;
+    int d2h;
 };
 
 struct icx_rd_link {
@@ -70,6 +95,14 @@ struct icx_proc {
     size_t nspans, cap_spans;
     uint64_t nallocs, nfrees;
     struct icx_rd_device dev[ICX_RD_MAX_DEV];
+    char *node_cpus[ICX_RD_MAX_NODES]; /* host NUMA nodes' CPU lists (NULL: no such node) */
+    struct icx_rd_thread *threads;
+    size_t nthreads, cap_threads;
+    uint64_t cpu_sample_rounds;
+    struct icx_host_buffer *hbufs;
+    size_t nhbufs, cap_hbufs;
+    struct icx_host_copy *hcopies;
+    size_t nhcopies, cap_hcopies;
     struct icx_rd_link *links;
     size_t nlinks, cap_links;
     char **notes;
@@ -110,6 +143,9 @@ int icx_read_path(struct icx_trace *t, const char *path);
 int icx_read_buffer(struct icx_trace *t, const char *name, const uint8_t *buf, size_t len,
                     char *err, size_t errlen);
 void icx_trace_free(struct icx_trace *t);
+
+/* The thread record of tid in p, created when missing (NULL only when out of memory). */
+struct icx_rd_thread *icx_thread_get(struct icx_proc *p, uint32_t tid);
 
 /* A stack of process p by id, or NULL. */
 const struct icx_stack_def *icx_stack_find(const struct icx_proc *p, uint32_t id);

@@ -190,8 +190,20 @@ static int icx_classify(const void *ptr)
 }
 
 /* Writer: every event record drained passes here; copies name the devices to describe. */
-void icx_cuda_drained(const struct icx_rec *r)
+void icx_cuda_drained(struct icx_frame *f, const struct icx_rec *r)
 {
+    if (r->type == ICX_REC_HOST_ALLOC) {
+        const struct icx_rec_cuda_alloc *a = (const struct icx_rec_cuda_alloc *)r;
+        if (a->result == cudaSuccess)
+            icx_placement_host_buffer(f, a->ptr, a->bytes);
+        return;
+    }
+    if (r->type == ICX_REC_CUDA_HOST_COPY) {
+        const struct icx_rec_cuda_host_copy *h = (const struct icx_rec_cuda_host_copy *)r;
+        if ((unsigned)h->device < 64)
+            icx_cuda_seen_devices |= 1ull << h->device;
+        return;
+    }
     if (r->type != ICX_REC_CUDA_COPY)
         return;
     const struct icx_rec_cuda_copy *c = (const struct icx_rec_cuda_copy *)r;
@@ -362,6 +374,28 @@ static void icx_record_alloc(enum icx_record_type type, enum icx_api api, uint64
         icx_stack_capture();
 }
 
+/* A copy between host memory and device `dev`, off the peer-copy path. */
+static void icx_record_host_copy(enum icx_api api, int d2h, uint64_t t0, size_t bytes,
+                                 cudaStream_t stream, const void *host, int dev, cudaError_t rc)
+{
+    uint64_t t1 = icx_ticks();
+    struct icx_slot slot;
+    struct icx_rec_cuda_host_copy *r = icx_reserve(sizeof(*r), &slot);
+    if (!r)
+        return;
+    r->e.h.type = ICX_REC_CUDA_HOST_COPY;
+    r->e.h.size = sizeof(*r);
+    r->e.h.aux = api | ((d2h ? ICX_EVF_D2H : 0u) << ICX_EVF_SHIFT);
+    r->e.ts = (int64_t)t0;
+    r->e.dur = t1 - t0;
+    r->bytes = bytes;
+    r->stream = (uint64_t)(uintptr_t)stream;
+    r->host_ptr = (uint64_t)(uintptr_t)host;
+    r->device = dev;
+    r->result = rc;
+    icx_commit(&slot);
+}
+
 static inline int icx_hooks_on(void)
 {
     return atomic_load_explicit(&icx_active, memory_order_relaxed) && !icx_self.guard;
@@ -435,18 +469,34 @@ ICX_EXPORT cudaError_t cudaMemcpyPeer(void *dst, int dstDevice, const void *src,
     return rc;
 }
 
-/* cudaMemcpy*: only device-to-device copies whose ends are on two different devices are peer
- * copies; everything else passes straight through after a cheap kind test. */
-static inline int icx_peer_pair(const void *dst, const void *src, enum cudaMemcpyKind kind,
-                                int *sdev, int *ddev)
+/* cudaMemcpy*: what a copy is.  Peer: both ends on two different devices.  Host: one end in host
+ * memory, the other on a device (for NUMA attribution of its bytes).  Anything else (host to host,
+ * within one device) passes straight through. */
+enum icx_copy_class { ICX_COPY_OTHER, ICX_COPY_PEER, ICX_COPY_H2D, ICX_COPY_D2H };
+
+static inline enum icx_copy_class icx_copy_classify(const void *dst, const void *src,
+                                                    enum cudaMemcpyKind kind, int *sdev, int *ddev)
 {
-    if (kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault)
-        return 0;
-    *sdev = icx_classify(src);
-    if (*sdev < 0)
-        return 0;
-    *ddev = icx_classify(dst);
-    return *ddev >= 0 && *ddev != *sdev;
+    switch (kind) {
+    case cudaMemcpyHostToDevice:
+        *sdev = -1;
+        *ddev = icx_classify(dst);
+        return ICX_COPY_H2D;
+    case cudaMemcpyDeviceToHost:
+        *sdev = icx_classify(src);
+        *ddev = -1;
+        return ICX_COPY_D2H;
+    case cudaMemcpyDeviceToDevice:
+    case cudaMemcpyDefault:
+        *sdev = icx_classify(src);
+        *ddev = icx_classify(dst);
+        if (*sdev >= 0 && *ddev >= 0)
+            return *sdev != *ddev ? ICX_COPY_PEER : ICX_COPY_OTHER;
+        if (kind == cudaMemcpyDefault && (*sdev >= 0) != (*ddev >= 0))
+            return *sdev >= 0 ? ICX_COPY_D2H : ICX_COPY_H2D;
+        return ICX_COPY_OTHER;
+    default: return ICX_COPY_OTHER;
+    }
 }
 
 /* Shared by cudaMemcpy and cudaMemcpy_ptds, which differ in the stream a sync copy runs on. */
@@ -457,8 +507,21 @@ static inline cudaError_t icx_memcpy(icx_real_cudaMemcpy_t real, enum icx_api ap
     int sdev, ddev;
     if (ICX_UNLIKELY(!real))
         return cudaErrorSharedObjectSymbolNotFound;
-    if (!icx_hooks_on() || !icx_peer_pair(dst, src, kind, &sdev, &ddev))
+    if (!icx_hooks_on())
         return real(dst, src, count, kind);
+    enum icx_copy_class cls = icx_copy_classify(dst, src, kind, &sdev, &ddev);
+    if (cls == ICX_COPY_OTHER)
+        return real(dst, src, count, kind);
+    if (cls != ICX_COPY_PEER) {
+        icx_self.guard = 1;
+        uint64_t t0 = icx_ticks();
+        cudaError_t rc = real(dst, src, count, kind);
+        int d2h = cls == ICX_COPY_D2H;
+        icx_record_host_copy(api, d2h, t0, count, exec_stream, d2h ? dst : src, d2h ? sdev : ddev,
+                             rc);
+        icx_self.guard = 0;
+        return rc;
+    }
     struct icx_copy_ctx c;
     icx_copy_enter(&c, exec_stream);
     cudaError_t rc = real(dst, src, count, kind);
@@ -487,8 +550,20 @@ static inline cudaError_t icx_memcpy_async(icx_real_cudaMemcpyAsync_t real, enum
     int sdev, ddev;
     if (ICX_UNLIKELY(!real))
         return cudaErrorSharedObjectSymbolNotFound;
-    if (!icx_hooks_on() || !icx_peer_pair(dst, src, kind, &sdev, &ddev))
+    if (!icx_hooks_on())
         return real(dst, src, count, kind, stream);
+    enum icx_copy_class cls = icx_copy_classify(dst, src, kind, &sdev, &ddev);
+    if (cls == ICX_COPY_OTHER)
+        return real(dst, src, count, kind, stream);
+    if (cls != ICX_COPY_PEER) {
+        icx_self.guard = 1;
+        uint64_t t0 = icx_ticks();
+        cudaError_t rc = real(dst, src, count, kind, stream);
+        int d2h = cls == ICX_COPY_D2H;
+        icx_record_host_copy(api, d2h, t0, count, stream, d2h ? dst : src, d2h ? sdev : ddev, rc);
+        icx_self.guard = 0;
+        return rc;
+    }
     cudaStream_t exec = (ptsz && stream == 0) ? cudaStreamPerThread : stream;
     struct icx_copy_ctx c;
     icx_copy_enter(&c, exec);
@@ -620,4 +695,97 @@ ICX_EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t stream)
 ICX_EXPORT cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t stream)
 {
     return icx_free_async(ICX_REAL(cudaFreeAsync_ptsz), ICX_API_cudaFreeAsync_ptsz, devPtr, stream);
+}
+
+/* ---- pinned host memory: where it lives decides how fast H2D/D2H copies go ---- */
+
+ICX_REAL_DECL(CUDART, cudaError_t, cudaHostAlloc, (void **, size_t, unsigned));
+ICX_REAL_DECL(CUDART, cudaError_t, cudaMallocHost, (void **, size_t));
+ICX_REAL_DECL(CUDART, cudaError_t, cudaHostRegister, (void *, size_t, unsigned));
+ICX_REAL_DECL(CUDART, cudaError_t, cudaFreeHost, (void *));
+ICX_REAL_DECL(CUDART, cudaError_t, cudaHostUnregister, (void *));
+
+static void icx_host_event(enum icx_record_type type, enum icx_api api, uint64_t t0,
+                           const void *ptr, size_t bytes, cudaError_t rc)
+{
+    icx_record_alloc(type, api, t0, icx_ticks(), ptr, bytes, -1, rc);
+}
+
+ICX_EXPORT cudaError_t cudaHostAlloc(void **p, size_t size, unsigned flags)
+{
+    icx_real_cudaHostAlloc_t real = ICX_REAL(cudaHostAlloc);
+    if (ICX_UNLIKELY(!real))
+        return cudaErrorSharedObjectSymbolNotFound;
+    if (!icx_hooks_on())
+        return real(p, size, flags);
+    icx_self.guard = 1;
+    uint64_t t0 = icx_ticks();
+    cudaError_t rc = real(p, size, flags);
+    int saved_errno = errno;
+    icx_host_event(ICX_REC_HOST_ALLOC, ICX_API_cudaHostAlloc, t0,
+                   rc == cudaSuccess && p ? *p : NULL, size, rc);
+    icx_self.guard = 0;
+    errno = saved_errno;
+    return rc;
+}
+
+ICX_EXPORT cudaError_t cudaMallocHost(void **p, size_t size)
+{
+    icx_real_cudaMallocHost_t real = ICX_REAL(cudaMallocHost);
+    if (ICX_UNLIKELY(!real))
+        return cudaErrorSharedObjectSymbolNotFound;
+    if (!icx_hooks_on())
+        return real(p, size);
+    icx_self.guard = 1;
+    uint64_t t0 = icx_ticks();
+    cudaError_t rc = real(p, size);
+    int saved_errno = errno;
+    icx_host_event(ICX_REC_HOST_ALLOC, ICX_API_cudaMallocHost, t0,
+                   rc == cudaSuccess && p ? *p : NULL, size, rc);
+    icx_self.guard = 0;
+    errno = saved_errno;
+    return rc;
+}
+
+ICX_EXPORT cudaError_t cudaHostRegister(void *p, size_t size, unsigned flags)
+{
+    icx_real_cudaHostRegister_t real = ICX_REAL(cudaHostRegister);
+    if (ICX_UNLIKELY(!real))
+        return cudaErrorSharedObjectSymbolNotFound;
+    if (!icx_hooks_on())
+        return real(p, size, flags);
+    icx_self.guard = 1;
+    uint64_t t0 = icx_ticks();
+    cudaError_t rc = real(p, size, flags);
+    int saved_errno = errno;
+    icx_host_event(ICX_REC_HOST_ALLOC, ICX_API_cudaHostRegister, t0, p, size, rc);
+    icx_self.guard = 0;
+    errno = saved_errno;
+    return rc;
+}
+
+static cudaError_t icx_host_release(icx_real_cudaFreeHost_t real, enum icx_api api, void *p)
+{
+    if (ICX_UNLIKELY(!real))
+        return cudaErrorSharedObjectSymbolNotFound;
+    if (!icx_hooks_on() || !p)
+        return real(p);
+    icx_self.guard = 1;
+    uint64_t t0 = icx_ticks();
+    cudaError_t rc = real(p);
+    int saved_errno = errno;
+    icx_host_event(ICX_REC_HOST_FREE, api, t0, p, 0, rc);
+    icx_self.guard = 0;
+    errno = saved_errno;
+    return rc;
+}
+
+ICX_EXPORT cudaError_t cudaFreeHost(void *p)
+{
+    return icx_host_release(ICX_REAL(cudaFreeHost), ICX_API_cudaFreeHost, p);
+}
+
+ICX_EXPORT cudaError_t cudaHostUnregister(void *p)
+{
+    return icx_host_release(ICX_REAL(cudaHostUnregister), ICX_API_cudaHostUnregister, p);
 }

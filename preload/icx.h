@@ -196,8 +196,14 @@ void icx_frame_put_string(struct icx_frame *f, uint32_t id, const char *s);
 /* ---- CUDA (cuda.c, gpu.c) ---- */
 void icx_cuda_writer_tick(struct icx_frame *f, int final); /* devices, GPU spans, notes */
 void icx_gpu_pending(const struct icx_rec *r);             /* writer: a ring GPU_PENDING */
-void icx_cuda_drained(const struct icx_rec *r);            /* writer: an event record drained */
+void icx_cuda_drained(struct icx_frame *f, const struct icx_rec *r); /* writer: event drained */
 void icx_cuda_detect_static(void);
+
+/* ---- placement (placement.c): writer only ---- */
+void icx_placement_tick(struct icx_frame *f);
+void icx_placement_host_buffer(struct icx_frame *f, uint64_t ptr, uint64_t bytes);
+/* Read the first line of a sysfs file, path relative to ICX_SYSFS_ROOT (or /). 0 or -1. */
+int icx_sysfs_read_path(const char *rel, char *out, size_t outlen);
 
 /* ---- stacks (stack.c) ---- */
 void icx_stack_capture(void); /* after an event, in its thread */

@@ -73,18 +73,9 @@ static void icx_lower(char *s)
 
 static int icx_sysfs_read(const char *bus, const char *attr, char *out, size_t outlen)
 {
-    const char *root = getenv("ICX_SYSFS_ROOT");
-    char path[512];
-    snprintf(path, sizeof(path), "%s/sys/bus/pci/devices/%s/%s", root ? root : "", bus, attr);
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return -1;
-    char *ok = fgets(out, (int)outlen, f);
-    fclose(f);
-    if (!ok)
-        return -1;
-    out[strcspn(out, "\n")] = 0;
-    return 0;
+    char rel[256];
+    snprintf(rel, sizeof(rel), "/sys/bus/pci/devices/%s/%s", bus, attr);
+    return icx_sysfs_read_path(rel, out, outlen);
 }
 
 /* PCIe payload bandwidth per direction from the link's speed (GT/s) and width. */
@@ -104,13 +95,14 @@ static void icx_describe_one(struct icx_frame *f, int dev)
 {
     struct icx_gpu_topo *t = &icx_topo[dev];
     icx_real_cudaDeviceGetPCIBusId_t busid = ICX_REAL(cudaDeviceGetPCIBusId);
-    char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE] = "";
+    char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE] = "", local_cpus[4096] = "";
     t->numa = -1;
     if (busid && busid(t->bus, (int)sizeof(t->bus), dev) == cudaSuccess) {
         icx_lower(t->bus);
         char numa[32];
         if (icx_sysfs_read(t->bus, "numa_node", numa, sizeof(numa)) == 0)
             t->numa = atoi(numa);
+        icx_sysfs_read(t->bus, "local_cpulist", local_cpus, sizeof(local_cpus));
         t->pcie_bps = icx_pcie_bps(t->bus);
     }
     nvmlDevice_t h;
@@ -144,11 +136,13 @@ static void icx_describe_one(struct icx_frame *f, int dev)
     }
     icx_topo_known |= 1ull << dev;
     uint32_t s_name = icx_intern(name), s_bus = icx_intern(t->bus);
+    uint32_t s_local = local_cpus[0] ? icx_intern(local_cpus) : 0;
     struct icx_rec_device *d = icx_frame_put(f, ICX_REC_DEVICE, (uint32_t)dev, sizeof(*d));
     if (d) {
         d->name = s_name;
         d->pci_bus_id = s_bus;
         d->numa_node = t->numa;
+        d->local_cpus = s_local;
     }
 }
 

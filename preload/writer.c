@@ -316,7 +316,7 @@ static void icx_drain_one(struct icx_tbuf *b, void *ctx)
                 d->prev_ts = ev->ts;
             }
             icx_events_written++;
-            icx_cuda_drained(r);
+            icx_cuda_drained(d->f, r);
         } else {
             void *out = icx_frame_put(d->f, r->type, r->aux, size);
             if (out)
@@ -339,6 +339,7 @@ static void icx_tick(int final)
     struct icx_drain d = {.f = &icx_cur};
     icx_tbuf_drain_all(icx_drain_one, &d);
     icx_cuda_writer_tick(&icx_cur, final);
+    icx_placement_tick(&icx_cur);
     if (final)
         icx_stack_symbolize(&icx_cur);
     icx_put_notes(&icx_cur);

@@ -47,11 +47,20 @@
  * with a human-readable fact the tracer could not express otherwise (e.g. a statically linked
  * cudart).
  *
- * 8. Stacks.  STACK (aux = stack id) lists return addresses, innermost first.  A STACK_REF (aux =
+ * 8. Placement (1.1).  NUMA_NODE (aux = node) names a host NUMA node's CPU list (string id).
+ *    CPU_SAMPLES (aux = n) holds, for one moment (mono_ns), the CPU and NUMA node each thread of the
+ *    process last ran on: n entries {tid u32, cpu u16, node i16}.  THREAD_AFFINITY (aux = tid) gives a
+ *    thread's allowed CPU list and NUMA node mask, when first seen and whenever it changes.
+ *    HOST_NUMA describes where the pages of a pinned host buffer (HOST_ALLOC) live, from a sample of
+ *    its pages.  CUDA_HOST_COPY is a host<->device copy with its host pointer, so its bytes can be
+ *    attributed to the NUMA node of the buffer.
+ *
+ * 9. Stacks.  STACK (aux = stack id) lists return addresses, innermost first.  A STACK_REF (aux =
  *    stack id) directly after an EVENT record gives that event's call stack.  SYMBOL maps an
  * address to a string id "function+0xoff (module)", written at the end of the stream.
  *
- * Version history: 1.0 (this). */
+ * Version history: 1.0; 1.1 adds records 15-18 and 35-37, the DEVICE field local_cpus, and the
+ *    event flag ICX_EVF_D2H (readers of 1.0 skip all of them by size). */
 #ifndef ICX_TRACE_FORMAT_H
 #define ICX_TRACE_FORMAT_H
 
@@ -60,7 +69,7 @@
 #define ICX_MAGIC 0x31584349u /* "ICX1" */
 #define ICX_MAGIC_SWAPPED 0x49435831u
 #define ICX_VERSION_MAJOR 1
-#define ICX_VERSION_MINOR 0
+#define ICX_VERSION_MINOR 1
 #define ICX_OLDEST_MAJOR 1
 #define ICX_OLDEST_MINOR 0
 
@@ -162,8 +171,11 @@ struct icx_rec_device { /* aux = CUDA device ordinal in this process */
     uint32_t name, pci_bus_id; /* string ids */
     int32_t numa_node;         /* -1 unknown */
     uint32_t flags;
+    uint32_t local_cpus; /* 1.1: string id of the CPU list local to the device (0 unknown) */
+    uint32_t pad;
 };
-_Static_assert(sizeof(struct icx_rec_device) == 24, "icx_rec_device");
+_Static_assert(sizeof(struct icx_rec_device) == 32, "icx_rec_device");
+#define ICX_REC_DEVICE_V10_SIZE 24
 
 struct icx_rec_link { /* aux = enum icx_link_kind */
     struct icx_rec h;
@@ -212,8 +224,8 @@ struct icx_rec_event {
 _Static_assert(sizeof(struct icx_rec_event) == 24, "icx_rec_event");
 
 #define ICX_EVF_SHIFT 16
-#define ICX_EVF_CAPTURED                                                                           \
-    (1u << 0) /* issued into a stream capturing a CUDA graph: not executed now */
+#define ICX_EVF_CAPTURED (1u << 0) /* issued into a stream capturing a CUDA graph: not run now */
+#define ICX_EVF_D2H (1u << 1)      /* CUDA_HOST_COPY: device to host (else host to device) */
 
 /* A copy between two different devices. */
 struct icx_rec_cuda_copy {
@@ -234,6 +246,53 @@ struct icx_rec_cuda_alloc { /* CUDA_ALLOC and CUDA_FREE */
     int32_t result;
 };
 _Static_assert(sizeof(struct icx_rec_cuda_alloc) == 48, "icx_rec_cuda_alloc");
+
+/* A copy between host memory and one device (1.1). */
+struct icx_rec_cuda_host_copy {
+    struct icx_rec_event e;
+    uint64_t bytes;
+    uint64_t stream;
+    uint64_t host_ptr;
+    int32_t device;
+    int32_t result;
+};
+_Static_assert(sizeof(struct icx_rec_cuda_host_copy) == 56, "icx_rec_cuda_host_copy");
+
+struct icx_rec_numa_node { /* aux = node */
+    struct icx_rec h;
+    uint32_t cpus; /* string id: CPU list */
+    uint32_t pad;
+};
+_Static_assert(sizeof(struct icx_rec_numa_node) == 16, "icx_rec_numa_node");
+
+struct icx_cpu_sample {
+    uint32_t tid;
+    uint16_t cpu;
+    int16_t node; /* -1 unknown */
+};
+struct icx_rec_cpu_samples { /* aux = number of icx_cpu_sample entries that follow */
+    struct icx_rec h;
+    uint64_t mono_ns;
+};
+_Static_assert(sizeof(struct icx_cpu_sample) == 8 && sizeof(struct icx_rec_cpu_samples) == 16,
+               "icx_rec_cpu_samples");
+
+struct icx_rec_thread_affinity { /* aux = tid */
+    struct icx_rec h;
+    uint32_t cpus; /* string id: allowed CPU list */
+    uint32_t pad;
+    uint64_t node_mask;
+};
+_Static_assert(sizeof(struct icx_rec_thread_affinity) == 24, "icx_rec_thread_affinity");
+
+struct icx_rec_host_numa {
+    struct icx_rec h;
+    uint64_t ptr, bytes;
+    uint32_t pages_sampled;
+    int32_t node; /* node holding most sampled pages, -1 unknown */
+    uint64_t node_mask;
+};
+_Static_assert(sizeof(struct icx_rec_host_numa) == 40, "icx_rec_host_numa");
 
 struct icx_rec_gpu_span { /* aux = device that executed the work */
     struct icx_rec h;

@@ -471,22 +471,9 @@ def test_fatal_signal_keeps_behaviour():
 
 
 def make_sysfs(root, topo_path):
-    """A fake sysfs tree for the GPUs of a topology file: numa_node and PCIe link speed/width."""
-    gts, width = "32.0", "16"
-    gpus = []
-    for line in open(topo_path):
-        parts = line.split("#")[0].split()
-        if parts[:1] == ["pcie"]:
-            gts, width = "%.1f" % float(parts[1]), parts[2]
-        if parts[:1] == ["gpu"] and len(parts) >= 6:
-            gpus.append((parts[3].lower(), parts[5]))
-    for bus, numa in gpus:
-        d = os.path.join(root, "sys", "bus", "pci", "devices", bus)
-        os.makedirs(d)
-        for name, val in (("numa_node", numa), ("current_link_speed", "%s GT/s PCIe" % gts),
-                          ("current_link_width", width)):
-            with open(os.path.join(d, name), "w") as f:
-                f.write(val + "\n")
+    """The fake sysfs tree of a simulated node (tests/sim/mksysfs.py)."""
+    subprocess.run([sys.executable, os.path.join(ROOT, "tests", "sim", "mksysfs.py"), topo_path, root],
+                   check=True)
 
 
 def test_pcie_and_direct_nvlink_topology():

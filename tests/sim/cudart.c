@@ -556,6 +556,21 @@ SIM_API cudaError_t cudaFreeHost(void *p)
     return cudaSuccess;
 }
 
+SIM_API cudaError_t cudaHostRegister(void *p, size_t n, unsigned flags)
+{
+    SIM_ENTER();
+    (void)flags;
+    if (!p || !n)
+        return ret(cudaErrorInvalidValue);
+    alloc_add(p, n, -1);
+    return cudaSuccess;
+}
+SIM_API cudaError_t cudaHostUnregister(void *p)
+{
+    SIM_ENTER();
+    return alloc_remove(p, 0) ? cudaSuccess : ret(cudaErrorHostMemoryNotRegistered);
+}
+
 SIM_API cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, const void *p)
 {
     SIM_ENTER();

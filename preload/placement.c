@@ -1,0 +1,250 @@
+/* Where the job's threads and pinned memory really are, sampled by the writer thread (nothing on the
+ * hot path): the host's NUMA nodes and their CPUs (sysfs under ICX_SYSFS_ROOT), every thread's last
+ * CPU each flush (/proc/self/task/N/stat, so threads that never call a hooked function, such as
+ * NCCL's proxy threads, are seen too), each thread's CPU affinity when it changes, and the NUMA node
+ * of a sample of each pinned host buffer's pages (move_pages). */
+#include <dirent.h>
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "icx.h"
+
+#define ICX_MAX_CPUS 4096
+#define ICX_MAX_NODES 64
+#define ICX_MAX_SAMPLED_THREADS 8000
+
+static int16_t icx_cpu_node[ICX_MAX_CPUS]; /* -1 unknown */
+static int icx_nodes_loaded;
+
+/* Parse a kernel CPU list ("0-3,8,10-11") into a callback per CPU. */
+static void icx_cpulist_each(const char *s, void (*fn)(int cpu, void *ctx), void *ctx)
+{
+    while (*s) {
+        char *end;
+        long a = strtol(s, &end, 10), b = a;
+        if (end == s)
+            return;
+        if (*end == '-') {
+            s = end + 1;
+            b = strtol(s, &end, 10);
+            if (end == s)
+                return;
+        }
+        for (long c = a; c <= b && c < ICX_MAX_CPUS; c++)
+            if (c >= 0)
+                fn((int)c, ctx);
+        s = *end == ',' ? end + 1 : end;
+        if (*end != ',' )
+            break;
+    }
+}
+
+static void icx_set_node(int cpu, void *ctx)
+{
+    icx_cpu_node[cpu] = (int16_t)(intptr_t)ctx;
+}
+
+int icx_sysfs_read_path(const char *rel, char *out, size_t outlen)
+{
+    const char *root = getenv("ICX_SYSFS_ROOT");
+    char path[512];
+    snprintf(path, sizeof(path), "%s%s", root ? root : "", rel);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -1;
+    char *ok = fgets(out, (int)outlen, f);
+    fclose(f);
+    if (!ok)
+        return -1;
+    out[strcspn(out, "\n")] = 0;
+    return 0;
+}
+
+/* NUMA nodes and their CPUs, once: NUMA_NODE records and the CPU -> node table. */
+static void icx_load_nodes(struct icx_frame *f)
+{
+    icx_nodes_loaded = 1;
+    for (int c = 0; c < ICX_MAX_CPUS; c++)
+        icx_cpu_node[c] = -1;
+    for (int n = 0; n < ICX_MAX_NODES; n++) {
+        char rel[96], cpus[4096];
+        snprintf(rel, sizeof(rel), "/sys/devices/system/node/node%d/cpulist", n);
+        if (icx_sysfs_read_path(rel, cpus, sizeof(cpus)) != 0)
+            continue;
+        icx_cpulist_each(cpus, icx_set_node, (void *)(intptr_t)n);
+        uint32_t id = icx_intern(cpus);
+        struct icx_rec_numa_node *r = icx_frame_put(f, ICX_REC_NUMA_NODE, (uint32_t)n, sizeof(*r));
+        if (r)
+            r->cpus = id;
+    }
+}
+
+static int icx_node_of_cpu(int cpu)
+{
+    return cpu >= 0 && cpu < ICX_MAX_CPUS ? icx_cpu_node[cpu] : -1;
+}
+
+/* The CPU a thread last ran on: field 39 of /proc/self/task/TID/stat. */
+static int icx_thread_cpu(int tid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
+    FILE *fp = fopen(path, "re");
+    if (!fp)
+        return -1;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, fp);
+    fclose(fp);
+    buf[n] = 0;
+    char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
+    if (!p)
+        return -1;
+    int field = 2;
+    for (p++; *p && field < 39; p++)
+        if (*p == ' ')
+            field++;
+    return field == 39 ? atoi(p) : -1;
+}
+
+/* ---- affinity, reported when it changes ---- */
+struct icx_aff {
+    int tid;
+    uint32_t cpus_id;
+};
+static struct icx_aff *icx_affs;
+static size_t icx_naffs, icx_cap_affs;
+
+struct icx_mask_ctx {
+    uint64_t nodes;
+};
+
+static void icx_aff_node(int cpu, void *ctx)
+{
+    int n = icx_node_of_cpu(cpu);
+    if (n >= 0 && n < 64)
+        ((struct icx_mask_ctx *)ctx)->nodes |= 1ull << n;
+}
+
+static void icx_affinity(struct icx_frame *f, int tid)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(tid, sizeof(set), &set) != 0)
+        return;
+    char list[4096];
+    size_t o = 0;
+    list[0] = 0;
+    for (int c = 0; c < CPU_SETSIZE && o + 16 < sizeof(list); c++) {
+        if (!CPU_ISSET(c, &set))
+            continue;
+        int e = c;
+        while (e + 1 < CPU_SETSIZE && CPU_ISSET(e + 1, &set))
+            e++;
+        o += (size_t)snprintf(list + o, sizeof(list) - o, o ? ",%d" : "%d", c);
+        if (e > c)
+            o += (size_t)snprintf(list + o, sizeof(list) - o, "-%d", e);
+        c = e;
+    }
+    uint32_t id = icx_intern(list);
+    size_t i;
+    for (i = 0; i < icx_naffs; i++)
+        if (icx_affs[i].tid == tid)
+            break;
+    if (i < icx_naffs && icx_affs[i].cpus_id == id)
+        return;
+    if (i == icx_naffs) {
+        if (icx_naffs == icx_cap_affs) {
+            size_t ncap = icx_cap_affs ? icx_cap_affs * 2 : 64;
+            struct icx_aff *n = realloc(icx_affs, ncap * sizeof(*n));
+            if (!n)
+                return;
+            icx_affs = n;
+            icx_cap_affs = ncap;
+        }
+        icx_affs[icx_naffs++].tid = tid;
+    }
+    icx_affs[i].cpus_id = id;
+    struct icx_mask_ctx m = {0};
+    icx_cpulist_each(list, icx_aff_node, &m);
+    struct icx_rec_thread_affinity *r =
+        icx_frame_put(f, ICX_REC_THREAD_AFFINITY, (uint32_t)tid, sizeof(*r));
+    if (r) {
+        r->cpus = id;
+        r->node_mask = m.nodes;
+    }
+}
+
+/* Writer, every flush: one CPU_SAMPLES record for all threads but the writer itself. */
+void icx_placement_tick(struct icx_frame *f)
+{
+    if (!icx_nodes_loaded)
+        icx_load_nodes(f);
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return;
+    static struct icx_cpu_sample samples[ICX_MAX_SAMPLED_THREADS];
+    uint32_t n = 0;
+    int self = icx_gettid();
+    struct dirent *e;
+    while ((e = readdir(d)) && n < ICX_MAX_SAMPLED_THREADS) {
+        int tid = atoi(e->d_name);
+        if (tid <= 0 || tid == self)
+            continue;
+        int cpu = icx_thread_cpu(tid);
+        if (cpu < 0)
+            continue; /* exited meanwhile */
+        samples[n++] = (struct icx_cpu_sample){(uint32_t)tid, (uint16_t)cpu,
+                                               (int16_t)icx_node_of_cpu(cpu)};
+        icx_affinity(f, tid);
+    }
+    closedir(d);
+    struct icx_rec_cpu_samples *r = icx_frame_put(
+        f, ICX_REC_CPU_SAMPLES, n, sizeof(*r) + (size_t)n * sizeof(struct icx_cpu_sample));
+    if (r) {
+        r->mono_ns = icx_mono_ns();
+        memcpy(r + 1, samples, (size_t)n * sizeof(struct icx_cpu_sample));
+    }
+}
+
+/* Writer: where the pages of a pinned host buffer live, from up to 64 pages spread over it.
+ * move_pages with no target nodes only reports each page's node. */
+void icx_placement_host_buffer(struct icx_frame *f, uint64_t ptr, uint64_t bytes)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    if (!ptr || !bytes || page <= 0)
+        return;
+    uint64_t first = ptr & ~(uint64_t)(page - 1), npages = (ptr + bytes - first + page - 1) / page;
+    void *pages[64];
+    int status[64];
+    unsigned n = npages < 64 ? (unsigned)npages : 64;
+    for (unsigned i = 0; i < n; i++)
+        pages[i] = (void *)(uintptr_t)(first + (npages * i / n) * (uint64_t)page);
+    int saved = errno;
+    long rc = syscall(SYS_move_pages, 0, (unsigned long)n, pages, NULL, status, 0);
+    errno = saved;
+    int count[ICX_MAX_NODES] = {0};
+    uint64_t mask = 0;
+    unsigned known = 0;
+    for (unsigned i = 0; rc == 0 && i < n; i++)
+        if (status[i] >= 0 && status[i] < ICX_MAX_NODES) {
+            count[status[i]]++;
+            mask |= 1ull << status[i];
+            known++;
+        }
+    int best = -1;
+    for (int i = 0; i < ICX_MAX_NODES; i++)
+        if (count[i] && (best < 0 || count[i] > count[best]))
+            best = i;
+    struct icx_rec_host_numa *r = icx_frame_put(f, ICX_REC_HOST_NUMA, 0, sizeof(*r));
+    if (r) {
+        r->ptr = ptr;
+        r->bytes = bytes;
+        r->pages_sampled = known;
+        r->node = best;
+        r->node_mask = mask;
+    }
+}
