@@ -96,6 +96,9 @@ static int cmd_analyze(FILE *out, const struct icx_opts *o, const struct icx_tra
         icx_links_free(&L);
         return -1;
     }
+    struct icx_numa N;
+    struct icx_findings F = {0};
+    icx_numa_compute(t, &N, &F);
     if (o->json) {
         struct icx_json j;
         icx_json_begin(&j, out);
@@ -103,12 +106,18 @@ static int cmd_analyze(FILE *out, const struct icx_opts *o, const struct icx_tra
         json_header(&j, "analyze");
         icx_summary_json(&j, t);
         icx_links_json(&j, &L);
+        icx_numa_json(&j, &N);
+        icx_findings_json(&j, &F);
         icx_json_end(&j);
     } else {
         icx_summary_print(out, t);
         icx_links_print(out, &L);
+        icx_numa_print(out, &N);
+        icx_findings_print(out, &F);
     }
     icx_links_free(&L);
+    icx_numa_free(&N);
+    icx_findings_free(&F);
     return 0;
 }
 

@@ -366,9 +366,9 @@ static int decode_record(struct decoder *d, const struct icx_rec *r, char *err, 
             if (size >= sizeof(struct icx_rec_cuda_host_copy) &&
                 !grow((void **)&p->hcopies, &p->cap_hcopies, p->nhcopies, sizeof(*p->hcopies))) {
                 const struct icx_rec_cuda_host_copy *h = (const void *)r;
-                p->hcopies[p->nhcopies++] = (struct icx_host_copy){
-                    h->host_ptr, h->bytes, h->device, h->result,
-                    ((r->aux >> ICX_EVF_SHIFT) & ICX_EVF_D2H) != 0};
+                p->hcopies[p->nhcopies++] =
+                    (struct icx_host_copy){h->host_ptr, h->bytes, h->device, h->result,
+                                           ((r->aux >> ICX_EVF_SHIFT) & ICX_EVF_D2H) != 0};
             }
         } else if (r->type == ICX_REC_HOST_ALLOC || r->type == ICX_REC_HOST_FREE) {
             /* their NUMA placement comes in HOST_NUMA records */

@@ -41,6 +41,39 @@ void icx_links_print(FILE *out, const struct icx_links *L);
 void icx_links_json(struct icx_json *j, const struct icx_links *L);
 void icx_links_free(struct icx_links *L);
 
+/* Findings: problems a report names, with evidence and a fix (`kind` as in docs/JSON.md). */
+struct icx_finding {
+    char kind[32], host[128];
+    int32_t pid, rank;
+    char evidence[1400], fix[600];
+};
+struct icx_findings {
+    struct icx_finding *v;
+    size_t n;
+};
+void icx_findings_print(FILE *out, const struct icx_findings *F);
+void icx_findings_json(struct icx_json *j, const struct icx_findings *F);
+void icx_findings_free(struct icx_findings *F);
+
+/* report_numa.c: placement of GPUs, GPU-driving threads and pinned buffers per process. */
+struct icx_numa_proc {
+    const struct icx_proc *proc;
+    int gpu_node; /* -2 no GPU; -1 several or unknown */
+    char gpu_cpus[256];
+    uint64_t thread_samples_local, thread_samples_remote;
+    uint64_t hcopy_local, hcopy_remote, hcopy_unknown;
+    int remote_buffer_node;
+    int thread_finding, memory_finding;
+};
+struct icx_numa {
+    struct icx_numa_proc *procs;
+    size_t n;
+};
+void icx_numa_compute(const struct icx_trace *t, struct icx_numa *N, struct icx_findings *F);
+void icx_numa_print(FILE *out, const struct icx_numa *N);
+void icx_numa_json(struct icx_json *j, const struct icx_numa *N);
+void icx_numa_free(struct icx_numa *N);
+
 /* report_summary.c: inputs, processes, loss, notes. */
 void icx_summary_print(FILE *out, const struct icx_trace *t);
 void icx_summary_json(struct icx_json *j, const struct icx_trace *t);

@@ -1,8 +1,8 @@
-/* Where the job's threads and pinned memory really are, sampled by the writer thread (nothing on the
- * hot path): the host's NUMA nodes and their CPUs (sysfs under ICX_SYSFS_ROOT), every thread's last
- * CPU each flush (/proc/self/task/N/stat, so threads that never call a hooked function, such as
- * NCCL's proxy threads, are seen too), each thread's CPU affinity when it changes, and the NUMA node
- * of a sample of each pinned host buffer's pages (move_pages). */
+/* Where the job's threads and pinned memory really are, sampled by the writer thread (nothing on
+ * the hot path): the host's NUMA nodes and their CPUs (sysfs under ICX_SYSFS_ROOT), every thread's
+ * last CPU each flush (/proc/self/task/N/stat, so threads that never call a hooked function, such
+ * as NCCL's proxy threads, are seen too), each thread's CPU affinity when it changes, and the NUMA
+ * node of a sample of each pinned host buffer's pages (move_pages). */
 #include <dirent.h>
 #include <errno.h>
 #include <sched.h>
@@ -39,7 +39,7 @@ static void icx_cpulist_each(const char *s, void (*fn)(int cpu, void *ctx), void
             if (c >= 0)
                 fn((int)c, ctx);
         s = *end == ',' ? end + 1 : end;
-        if (*end != ',' )
+        if (*end != ',')
             break;
     }
 }
@@ -197,8 +197,8 @@ void icx_placement_tick(struct icx_frame *f)
         int cpu = icx_thread_cpu(tid);
         if (cpu < 0)
             continue; /* exited meanwhile */
-        samples[n++] = (struct icx_cpu_sample){(uint32_t)tid, (uint16_t)cpu,
-                                               (int16_t)icx_node_of_cpu(cpu)};
+        samples[n++] =
+            (struct icx_cpu_sample){(uint32_t)tid, (uint16_t)cpu, (int16_t)icx_node_of_cpu(cpu)};
         icx_affinity(f, tid);
     }
     closedir(d);

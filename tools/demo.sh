@@ -8,8 +8,9 @@ cd "$(dirname "$0")/.."
 out=$(mktemp -d "${TMPDIR:-/tmp}/icx-demo.XXXXXX")
 echo "== icxtrace demo on a SIMULATED node (tests/sim: 8 x H100-like GPUs, NVSwitch, PCIe Gen5) =="
 echo "\$ LD_PRELOAD=$BUILD/lib/libicxtrace.so ICX_OUTPUT=$out/ demo_ring"
+python3 tests/sim/mksysfs.py tests/sim/topologies/dgx-h100.topo "$out/sysfs"
 LD_LIBRARY_PATH=$BUILD/sim/lib ICXSIM_TOPOLOGY=tests/sim/topologies/dgx-h100.topo \
-    ICX_GPU_TIMING=all ICX_OUTPUT="$out/" \
+    ICX_SYSFS_ROOT="$out/sysfs" ICX_GPU_TIMING=all ICX_OUTPUT="$out/" \
     "$BUILD/bin/icx-run" "$BUILD/tests/demo_ring" "$out/truth.txt"
 echo
 echo "\$ icx-analyze $out"

@@ -48,11 +48,11 @@
  * cudart).
  *
  * 8. Placement (1.1).  NUMA_NODE (aux = node) names a host NUMA node's CPU list (string id).
- *    CPU_SAMPLES (aux = n) holds, for one moment (mono_ns), the CPU and NUMA node each thread of the
- *    process last ran on: n entries {tid u32, cpu u16, node i16}.  THREAD_AFFINITY (aux = tid) gives a
- *    thread's allowed CPU list and NUMA node mask, when first seen and whenever it changes.
- *    HOST_NUMA describes where the pages of a pinned host buffer (HOST_ALLOC) live, from a sample of
- *    its pages.  CUDA_HOST_COPY is a host<->device copy with its host pointer, so its bytes can be
+ *    CPU_SAMPLES (aux = n) holds, for one moment (mono_ns), the CPU and NUMA node each thread of
+ * the process last ran on: n entries {tid u32, cpu u16, node i16}.  THREAD_AFFINITY (aux = tid)
+ * gives a thread's allowed CPU list and NUMA node mask, when first seen and whenever it changes.
+ *    HOST_NUMA describes where the pages of a pinned host buffer (HOST_ALLOC) live, from a sample
+ * of its pages.  CUDA_HOST_COPY is a host<->device copy with its host pointer, so its bytes can be
  *    attributed to the NUMA node of the buffer.
  *
  * 9. Stacks.  STACK (aux = stack id) lists return addresses, innermost first.  A STACK_REF (aux =

@@ -544,6 +544,51 @@ def test_golden_traces():
                   "%s: process %s devices %s" % (path, got["process"], got["devices"]))
 
 
+def test_numa_misaffinity():
+    """Simulated 2-socket node (fake sysfs: node 0 = CPU 0, node 1 = CPU 1; GPUs 0-3 on node 0, 4-7 on
+    node 1).  A process driving GPU 5 from CPU 0 is named misplaced (threads and pinned memory) with
+    the numactl fix; the same from CPU 1 is named only for its memory (this machine has one real
+    NUMA node, so pinned pages are on node 0); GPU 1 driven from CPU 0 has no finding."""
+    if len(os.sched_getaffinity(0)) < 2 or not {0, 1} <= os.sched_getaffinity(0):
+        raise Skip("needs CPUs 0 and 1")
+    if open("/sys/devices/system/node/online").read().strip() != "0":
+        raise Skip("this machine has several real NUMA nodes; pinned pages may land on either")
+    with tempfile.TemporaryDirectory() as tmp:
+        fs = os.path.join(tmp, "fs")
+        make_sysfs(fs, TOPO)
+        results = {}
+        for cpu, gpu in ((0, 5), (1, 5), (0, 1)):
+            out = os.path.join(tmp, "c%d-g%d.icx.zst" % (cpu, gpu))
+            run(["taskset", "-c", str(cpu), os.path.join(TESTS, "host_copies"), str(gpu), "300"],
+                env_for(tmp, ICX_SYSFS_ROOT=fs, ICX_FLUSH_MS=20, ICX_OUTPUT=out))
+            doc, _ = analyze([out])
+            results[(cpu, gpu)] = doc
+        f = results[(0, 5)]["findings"]
+        check(len(f) == 2 and all(x["kind"] == "numa_misaffinity" for x in f), "cpu0/gpu5: %s" % f)
+        check(all("numactl --cpunodebind=1 --membind=1" in x["fix"] for x in f), "fix: %s" % f)
+        check("ran 100% of" in f[0]["evidence"] and "on node 0" in f[0]["evidence"], "evidence %s" % f[0])
+        check("pinned buffers on node 0" in f[1]["evidence"], "evidence %s" % f[1])
+        pl = results[(0, 5)]["placement"][0]
+        check(pl["gpu_numa_node"] == 1 and pl["host_copy_bytes_remote"] > 0 and
+              pl["host_copy_bytes_local"] == 0 and pl["pinned_buffers"][0]["numa_node"] == 0,
+              "placement %s" % pl)
+        f = results[(1, 5)]["findings"]
+        check(len(f) == 1 and "pinned buffers on node 0" in f[0]["evidence"], "cpu1/gpu5: %s" % f)
+        check(results[(0, 1)]["findings"] == [], "cpu0/gpu1: %s" % results[(0, 1)]["findings"])
+        pl = results[(0, 1)]["placement"][0]
+        check(pl["host_copy_bytes_local"] > 0 and pl["host_copy_bytes_remote"] == 0, "gpu1 %s" % pl)
+
+
+def test_placement_without_sysfs_numa():
+    """Without NUMA information the tracer still runs and the analyzer makes no placement claims."""
+    with tempfile.TemporaryDirectory() as tmp:
+        run([os.path.join(TESTS, "host_copies"), "5", "100"],
+            env_for(tmp, ICX_SYSFS_ROOT=os.path.join(tmp, "empty")))
+        doc, _ = analyze([os.path.join(tmp, "trace.icx.zst")])
+        check(doc["findings"] == [], "findings %s" % doc["findings"])
+        check(doc["placement"][0]["gpu_numa_node"] == -1, "placement %s" % doc["placement"])
+
+
 def test_text_report():
     """The text report names links, kinds and the simulated device."""
     with tempfile.TemporaryDirectory() as tmp:

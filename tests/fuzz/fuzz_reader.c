@@ -16,6 +16,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memset(&t, 0, sizeof(t));
     if (icx_read_buffer(&t, "fuzz", data, size, err, sizeof(err)) == 0) {
         struct icx_links L;
+        struct icx_numa N;
+        struct icx_findings F = {0};
+        icx_numa_compute(&t, &N, &F);
         if (icx_links_compute(&t, &L) == 0) {
             FILE *null = fopen("/dev/null", "w");
             if (null) {
@@ -25,11 +28,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 icx_json_obj(&j, NULL);
                 icx_summary_json(&j, &t);
                 icx_links_json(&j, &L);
+                icx_numa_json(&j, &N);
+                icx_findings_json(&j, &F);
                 icx_json_end(&j);
+                icx_numa_print(null, &N);
+                icx_findings_print(null, &F);
                 fclose(null);
             }
         }
         icx_links_free(&L);
+        icx_numa_free(&N);
+        icx_findings_free(&F);
     }
     icx_trace_free(&t);
     return 0;
