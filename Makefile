@@ -15,8 +15,8 @@ LIB_CFLAGS := $(BASE_CFLAGS) -fPIC -fvisibility=hidden -ftls-model=initial-exec 
 
 PRELOAD_SRC := $(wildcard preload/*.c)
 ANALYZER_LIB_SRC := $(filter-out analyzer/main.c,$(wildcard analyzer/*.c))
-SIM_CUDART_SRC := tests/sim/cudart.c tests/sim/topo_file.c
-SIM_NVML_SRC := tests/sim/nvml.c tests/sim/topo_file.c
+SIM_CUDART_SRC := tests/sim/cudart.c tests/sim/topo_file.c tests/sim/counters.c
+SIM_NVML_SRC := tests/sim/nvml.c tests/sim/topo_file.c tests/sim/counters.c
 
 LIBICX := $(BUILD)/lib/libicxtrace.so
 ANALYZE := $(BUILD)/bin/icx-analyze

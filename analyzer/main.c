@@ -98,7 +98,9 @@ static int cmd_analyze(FILE *out, const struct icx_opts *o, const struct icx_tra
     }
     struct icx_numa N;
     struct icx_findings F = {0};
+    struct icx_counters C;
     icx_numa_compute(t, &N, &F);
+    icx_counters_compute(t, &C);
     if (o->json) {
         struct icx_json j;
         icx_json_begin(&j, out);
@@ -106,18 +108,21 @@ static int cmd_analyze(FILE *out, const struct icx_opts *o, const struct icx_tra
         json_header(&j, "analyze");
         icx_summary_json(&j, t);
         icx_links_json(&j, &L);
+        icx_counters_json(&j, &C);
         icx_numa_json(&j, &N);
         icx_findings_json(&j, &F);
         icx_json_end(&j);
     } else {
         icx_summary_print(out, t);
         icx_links_print(out, &L);
+        icx_counters_print(out, &C);
         icx_numa_print(out, &N);
         icx_findings_print(out, &F);
     }
     icx_links_free(&L);
     icx_numa_free(&N);
     icx_findings_free(&F);
+    icx_counters_free(&C);
     return 0;
 }
 

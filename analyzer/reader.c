@@ -275,6 +275,18 @@ static int decode_record(struct decoder *d, const struct icx_rec *r, char *err, 
             }
         }
         break;
+    case ICX_REC_NVLINK_COUNTERS:
+        if (size >= sizeof(struct icx_rec_nvlink_counters) &&
+            !grow((void **)&p->csamples, &p->cap_csamples, p->ncsamples, sizeof(*p->csamples))) {
+            const struct icx_rec_nvlink_counters *x = (const void *)r;
+            struct icx_counter_sample *c = &p->csamples[p->ncsamples++];
+            c->t = (double)x->mono_ns / 1e9;
+            snprintf(c->bus, sizeof(c->bus), "%s", str_of(p, x->pci_bus_id));
+            c->tx = x->tx_bytes;
+            c->rx = x->rx_bytes;
+            c->links = x->links;
+        }
+        break;
     case ICX_REC_HOST_NUMA:
         if (size >= sizeof(struct icx_rec_host_numa) &&
             !grow((void **)&p->hbufs, &p->cap_hbufs, p->nhbufs, sizeof(*p->hbufs))) {
@@ -771,6 +783,7 @@ void icx_trace_free(struct icx_trace *t)
         free(p->threads);
         free(p->hbufs);
         free(p->hcopies);
+        free(p->csamples);
         free(p->strings);
         free(p->notes);
         free(p->note_severity);

@@ -67,6 +67,13 @@ struct icx_host_buffer {
     uint32_t pages_sampled;
 };
 
+struct icx_counter_sample {
+    double t; /* monotonic s */
+    char bus[32];
+    uint64_t tx, rx; /* bytes, cumulative */
+    uint32_t links;
+};
+
 struct icx_host_copy {
     uint64_t host_ptr, bytes;
     int32_t device, result;
@@ -103,6 +110,8 @@ struct icx_proc {
     size_t nhbufs, cap_hbufs;
     struct icx_host_copy *hcopies;
     size_t nhcopies, cap_hcopies;
+    struct icx_counter_sample *csamples;
+    size_t ncsamples, cap_csamples;
     struct icx_rd_link *links;
     size_t nlinks, cap_links;
     char **notes;

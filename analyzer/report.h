@@ -74,6 +74,24 @@ void icx_numa_print(FILE *out, const struct icx_numa *N);
 void icx_numa_json(struct icx_json *j, const struct icx_numa *N);
 void icx_numa_free(struct icx_numa *N);
 
+/* report_counters.c: NVLink hardware counters against intercepted peer-copy bytes, per GPU. */
+struct icx_counter_row {
+    char host[128], bus[32];
+    int device; /* CUDA ordinal in a process that used it, -1 none */
+    double t0, t1;
+    uint64_t tx0, rx0, tx1, rx1;
+    uint64_t tx_explained, rx_explained;
+    uint64_t resolution; /* bytes: the counters count whole KiB per link */
+};
+struct icx_counters {
+    struct icx_counter_row *rows;
+    size_t n;
+};
+void icx_counters_compute(const struct icx_trace *t, struct icx_counters *C);
+void icx_counters_print(FILE *out, const struct icx_counters *C);
+void icx_counters_json(struct icx_json *j, const struct icx_counters *C);
+void icx_counters_free(struct icx_counters *C);
+
 /* report_summary.c: inputs, processes, loss, notes. */
 void icx_summary_print(FILE *out, const struct icx_trace *t);
 void icx_summary_json(struct icx_json *j, const struct icx_trace *t);

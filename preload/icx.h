@@ -34,6 +34,7 @@ struct icx_config {
     int stack_control;      /* stacks of control-plane calls (allocations): unless ICX_STACKS=0 */
     unsigned stack_sample;  /* ICX_STACKS=N: also 1 in N copies; 0: no copy stacks */
     int follow_fork;        /* ICX_FOLLOW_FORK */
+    unsigned sample_ms;     /* ICX_SAMPLE_MS: hardware counters every this many ms; 0 off */
     char output[4096];      /* ICX_OUTPUT, expanded */
 };
 
@@ -198,6 +199,7 @@ void icx_cuda_writer_tick(struct icx_frame *f, int final); /* devices, GPU spans
 void icx_gpu_pending(const struct icx_rec *r);             /* writer: a ring GPU_PENDING */
 void icx_cuda_drained(struct icx_frame *f, const struct icx_rec *r); /* writer: event drained */
 void icx_cuda_detect_static(void);
+void icx_counters_sample(struct icx_frame *f, int force); /* topo.c: NVLink counters */
 
 /* ---- placement (placement.c): writer only ---- */
 void icx_placement_tick(struct icx_frame *f);

@@ -63,6 +63,8 @@ _Static_assert(sizeof(nvmlFieldValue_t) == 40, "nvmlFieldValue_t");
 
 #define NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON 90 /* per-link speed, MB/s, active links */
 #define NVML_FI_DEV_NVLINK_LINK_COUNT 91
+#define NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX 138 /* cumulative KiB; scopeId = link */
+#define NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX 139
 
 /* Entry points (declared so the simulated NVML and the tracer agree on them). */
 nvmlReturn_t nvmlInit_v2(void);
@@ -79,6 +81,7 @@ nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device, unsigned i
                                                  nvmlIntNvLinkDeviceType_t *pNvLinkDeviceType);
 nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link,
                                                  nvmlPciInfo_t *pci);
+nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci);
 nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount,
                                       nvmlFieldValue_t *values);
 

@@ -25,6 +25,9 @@ static struct {
     nvmlReturn_t (*remote_pci)(nvmlDevice_t, unsigned, nvmlPciInfo_t *);
     nvmlReturn_t (*remote_type)(nvmlDevice_t, unsigned, nvmlIntNvLinkDeviceType_t *);
     nvmlReturn_t (*fields)(nvmlDevice_t, int, nvmlFieldValue_t *);
+    nvmlReturn_t (*count)(unsigned *);
+    nvmlReturn_t (*by_index)(unsigned, nvmlDevice_t *);
+    nvmlReturn_t (*pci_info)(nvmlDevice_t, nvmlPciInfo_t *);
 } icx_nvml;
 
 struct icx_gpu_topo {
@@ -57,6 +60,9 @@ static void icx_nvml_load(void)
     *(void **)&icx_nvml.remote_pci = dlsym(h, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
     *(void **)&icx_nvml.remote_type = dlsym(h, "nvmlDeviceGetNvLinkRemoteDeviceType");
     *(void **)&icx_nvml.fields = dlsym(h, "nvmlDeviceGetFieldValues");
+    *(void **)&icx_nvml.count = dlsym(h, "nvmlDeviceGetCount_v2");
+    *(void **)&icx_nvml.by_index = dlsym(h, "nvmlDeviceGetHandleByIndex_v2");
+    *(void **)&icx_nvml.pci_info = dlsym(h, "nvmlDeviceGetPciInfo_v3");
     if (!icx_nvml.init || !icx_nvml.by_pci || !icx_nvml.link_state || !icx_nvml.remote_pci ||
         icx_nvml.init() != NVML_SUCCESS) {
         icx_note(0, "NVML present but unusable: NVLink topology and link capacities unknown");
@@ -199,4 +205,94 @@ void icx_topo_describe(struct icx_frame *f, uint64_t devices)
                 ((devices & (1ull << a)) || (devices & (1ull << b))) &&
                 !((old & (1ull << a)) && (old & (1ull << b))))
                 icx_put_link(f, a, b);
+}
+
+/* ---- NVLink hardware counters: every GPU NVML sees, keyed by PCI bus id ---- */
+
+struct icx_counter_dev {
+    nvmlDevice_t h;
+    uint32_t bus_id; /* string id */
+    unsigned nlinks;
+    unsigned link[NVML_NVLINK_MAX_LINKS];
+};
+static struct icx_counter_dev *icx_cdevs;
+static unsigned icx_ncdevs;
+static int icx_cdevs_ready;
+static uint64_t icx_last_sample_ns;
+
+static void icx_counters_init(void)
+{
+    icx_cdevs_ready = 1;
+    unsigned n = 0;
+    if (!icx_nvml.ok || !icx_nvml.count || !icx_nvml.by_index || !icx_nvml.pci_info ||
+        !icx_nvml.fields || icx_nvml.count(&n) != NVML_SUCCESS || n == 0)
+        return;
+    icx_cdevs = calloc(n, sizeof(*icx_cdevs));
+    if (!icx_cdevs)
+        return;
+    for (unsigned i = 0; i < n; i++) {
+        struct icx_counter_dev *c = &icx_cdevs[icx_ncdevs];
+        nvmlPciInfo_t pci;
+        memset(&pci, 0, sizeof(pci));
+        if (icx_nvml.by_index(i, &c->h) != NVML_SUCCESS ||
+            icx_nvml.pci_info(c->h, &pci) != NVML_SUCCESS)
+            continue;
+        icx_lower(pci.busId);
+        c->bus_id = icx_intern(pci.busId);
+        for (unsigned l = 0; l < NVML_NVLINK_MAX_LINKS; l++) {
+            nvmlEnableState_t on = 0;
+            if (icx_nvml.link_state(c->h, l, &on) == NVML_SUCCESS && on == NVML_FEATURE_ENABLED)
+                c->link[c->nlinks++] = l;
+        }
+        if (c->nlinks)
+            icx_ncdevs++;
+    }
+}
+
+/* Writer: one NVLINK_COUNTERS record per GPU with active NVLinks, at most every ICX_SAMPLE_MS
+ * (and always when `force`: the first sample and the last). */
+void icx_counters_sample(struct icx_frame *f, int force)
+{
+    if (!icx_cfg.sample_ms)
+        return;
+    uint64_t now = icx_mono_ns();
+    if (!force && now - icx_last_sample_ns < (uint64_t)icx_cfg.sample_ms * 1000000ull)
+        return;
+    icx_last_sample_ns = now;
+    icx_nvml_load();
+    if (!icx_cdevs_ready)
+        icx_counters_init();
+    for (unsigned i = 0; i < icx_ncdevs; i++) {
+        struct icx_counter_dev *c = &icx_cdevs[i];
+        nvmlFieldValue_t v[2 * NVML_NVLINK_MAX_LINKS];
+        memset(v, 0, sizeof(v));
+        for (unsigned k = 0; k < c->nlinks; k++) {
+            v[2 * k].fieldId = NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX;
+            v[2 * k].scopeId = c->link[k];
+            v[2 * k + 1].fieldId = NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX;
+            v[2 * k + 1].scopeId = c->link[k];
+        }
+        if (icx_nvml.fields(c->h, (int)(2 * c->nlinks), v) != NVML_SUCCESS)
+            continue;
+        uint64_t sum[2] = {0, 0};
+        unsigned good = 0;
+        for (unsigned k = 0; k < 2 * c->nlinks; k++) {
+            if (v[k].nvmlReturn != NVML_SUCCESS)
+                continue;
+            good++;
+            sum[k & 1] += v[k].valueType == NVML_VALUE_TYPE_UNSIGNED_LONG_LONG ? v[k].value.ullVal
+                                                                               : v[k].value.uiVal;
+        }
+        if (!good)
+            continue;
+        struct icx_rec_nvlink_counters *r =
+            icx_frame_put(f, ICX_REC_NVLINK_COUNTERS, i, sizeof(*r));
+        if (r) {
+            r->mono_ns = now;
+            r->pci_bus_id = c->bus_id;
+            r->links = c->nlinks;
+            r->tx_bytes = sum[0] * 1024; /* the counters count KiB */
+            r->rx_bytes = sum[1] * 1024;
+        }
+    }
 }

@@ -340,6 +340,7 @@ static void icx_tick(int final)
     icx_tbuf_drain_all(icx_drain_one, &d);
     icx_cuda_writer_tick(&icx_cur, final);
     icx_placement_tick(&icx_cur);
+    icx_counters_sample(&icx_cur, final);
     if (final)
         icx_stack_symbolize(&icx_cur);
     icx_put_notes(&icx_cur);
@@ -435,6 +436,7 @@ static int icx_open_stream(void)
         id = icx_ticks() ^ ((uint64_t)getpid() << 32);
     h->stream_id = id;
     icx_emit_identity(&icx_cur);
+    icx_counters_sample(&icx_cur, 1); /* the baseline, before the job moves a byte */
     icx_put_clock(&icx_cur);
     icx_frame_emit();
     icx_ended = 0;

@@ -53,13 +53,15 @@
  * gives a thread's allowed CPU list and NUMA node mask, when first seen and whenever it changes.
  *    HOST_NUMA describes where the pages of a pinned host buffer (HOST_ALLOC) live, from a sample
  * of its pages.  CUDA_HOST_COPY is a host<->device copy with its host pointer, so its bytes can be
- *    attributed to the NUMA node of the buffer.
+ *    attributed to the NUMA node of the buffer.  NVLINK_COUNTERS (aux = NVML device index) is a
+ * sample of a GPU's NVLink data counters (NVML, summed over its active links) in bytes, with the
+ * GPU's PCI bus id: traffic no API hook sees (kernels' NVLink loads and stores) shows up there.
  *
  * 9. Stacks.  STACK (aux = stack id) lists return addresses, innermost first.  A STACK_REF (aux =
  *    stack id) directly after an EVENT record gives that event's call stack.  SYMBOL maps an
  * address to a string id "function+0xoff (module)", written at the end of the stream.
  *
- * Version history: 1.0; 1.1 adds records 15-18 and 35-37, the DEVICE field local_cpus, and the
+ * Version history: 1.0; 1.1 adds records 15-19 and 35-37, the DEVICE field local_cpus, and the
  *    event flag ICX_EVF_D2H (readers of 1.0 skip all of them by size). */
 #ifndef ICX_TRACE_FORMAT_H
 #define ICX_TRACE_FORMAT_H
@@ -293,6 +295,15 @@ struct icx_rec_host_numa {
     uint64_t node_mask;
 };
 _Static_assert(sizeof(struct icx_rec_host_numa) == 40, "icx_rec_host_numa");
+
+struct icx_rec_nvlink_counters { /* aux = NVML device index */
+    struct icx_rec h;
+    uint64_t mono_ns;
+    uint32_t pci_bus_id;         /* string id */
+    uint32_t links;              /* active links summed */
+    uint64_t tx_bytes, rx_bytes; /* cumulative since the driver loaded, KiB resolution */
+};
+_Static_assert(sizeof(struct icx_rec_nvlink_counters) == 40, "icx_rec_nvlink_counters");
 
 struct icx_rec_gpu_span { /* aux = device that executed the work */
     struct icx_rec h;

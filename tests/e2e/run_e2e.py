@@ -589,6 +589,29 @@ def test_placement_without_sysfs_numa():
         check(doc["placement"][0]["gpu_numa_node"] == -1, "placement %s" % doc["placement"])
 
 
+def test_counter_reconciliation():
+    """NVLink hardware counters (simulated NVML fed by the simulated copies) against intercepted
+    copies: intercepted + unexplained = counted, and the unexplained part is exactly the traffic of
+    an API no hook sees (cudaMemcpy2D), within the counters' KiB-per-link resolution."""
+    with tempfile.TemporaryDirectory() as tmp:
+        n, hidden = 100, 8 << 20
+        env = env_for(tmp, ICXSIM_COUNTERS=os.path.join(tmp, "counters"))
+        run([os.path.join(TESTS, "hidden_traffic"), str(n), str(hidden)], env)
+        doc, _ = analyze([os.path.join(tmp, "trace.icx.zst")])
+        rows = {r["device"]: r for r in doc["nvlink_counters"]}
+        g0, g1 = rows[0], rows[1]
+        check(g0["tx_explained_bytes"] == n * 4096 and g1["rx_explained_bytes"] == n * 4096,
+              "explained %s %s" % (g0, g1))
+        res = g0["resolution_bytes"]
+        check(abs(g0["tx_bytes"] - (n * 4096 + hidden)) <= res, "counted %s" % g0)
+        check(g0["tx_explained_bytes"] + g0["tx_unexplained_bytes"] == g0["tx_bytes"], "sum %s" % g0)
+        check(abs(g0["tx_unexplained_bytes"] - hidden) <= res, "unexplained %s" % g0)
+        check(abs(g1["rx_unexplained_bytes"] - hidden) <= res, "rx unexplained %s" % g1)
+        check(g0["rx_bytes"] == 0 and
+              all(r["tx_bytes"] == 0 for r in doc["nvlink_counters"] if r["pci"] != g0["pci"]),
+              "other GPUs moved nothing: %s" % doc["nvlink_counters"])
+
+
 def test_text_report():
     """The text report names links, kinds and the simulated device."""
     with tempfile.TemporaryDirectory() as tmp:

@@ -18,7 +18,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         struct icx_links L;
         struct icx_numa N;
         struct icx_findings F = {0};
+        struct icx_counters C;
         icx_numa_compute(&t, &N, &F);
+        icx_counters_compute(&t, &C);
         if (icx_links_compute(&t, &L) == 0) {
             FILE *null = fopen("/dev/null", "w");
             if (null) {
@@ -32,12 +34,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 icx_findings_json(&j, &F);
                 icx_json_end(&j);
                 icx_numa_print(null, &N);
+                icx_counters_print(null, &C);
+                icx_counters_json(&j, &C);
                 icx_findings_print(null, &F);
                 fclose(null);
             }
         }
         icx_links_free(&L);
         icx_numa_free(&N);
+        icx_counters_free(&C);
         icx_findings_free(&F);
     }
     icx_trace_free(&t);

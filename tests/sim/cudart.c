@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "counters.h"
 #include "topo_file.h"
 
 #define SIM_API __attribute__((visibility("default")))
@@ -59,9 +60,12 @@ static void sleep_until(uint64_t t)
         ;
 }
 
+static struct sim_counters *sim_nvlink_counters; /* what the simulated NVML reports */
+
 static void sim_init(void)
 {
     sim_ok = sim_topo_load(&topo) == 0;
+    sim_nvlink_counters = sim_counters_map();
 }
 
 static cudaError_t ret(cudaError_t e)
@@ -143,6 +147,7 @@ struct sim_op {
     int value;
     struct sim_event *ev;
     uint64_t gen;
+    int src_dev, dst_dev; /* for NVLink counters: both >= 0 and different for peer copies */
     struct sim_op *next;
 };
 struct CUstream_st {
@@ -177,9 +182,13 @@ static void *worker_main(void *arg)
             break;
         struct sim_op *op = s->head;
         pthread_mutex_unlock(&s->mu);
-        if (op->kind == OP_COPY)
+        if (op->kind == OP_COPY) {
             memmove(op->dst, op->src, op->n);
-        else if (op->kind == OP_SET)
+            /* Peer copies over NVLink count on the links' hardware counters. */
+            if (op->src_dev >= 0 && op->dst_dev >= 0 && op->src_dev != op->dst_dev)
+                sim_counters_add(sim_nvlink_counters, op->src_dev, op->dst_dev,
+                                 sim_topo_lanes(&topo, op->src_dev, op->dst_dev), op->n);
+        } else if (op->kind == OP_SET)
             memset(op->dst, op->value, op->n);
         pthread_mutex_lock(&sim_lock);
         if (op->kind == OP_EVENT && op->ev->record_gen == op->gen)
@@ -359,6 +368,8 @@ static cudaError_t copy_common(void *dst, const void *src, size_t n, int sdev, i
     op->dst = dst;
     op->src = src;
     op->n = n;
+    op->src_dev = sdev;
+    op->dst_dev = ddev;
     return submit(s, op, sdev, ddev, sync);
 }
 
@@ -437,6 +448,24 @@ static cudaError_t peer_impl(void *dst, int ddev, const void *src, int sdev, siz
     if (n && (!alloc_find(src, n, &d1) || d1 != sdev || !alloc_find(dst, n, &d2) || d2 != ddev))
         return ret(cudaErrorInvalidValue);
     return copy_common(dst, src, n, sdev, ddev, h, sync);
+}
+
+/* Row by row; tight pitches (the common case in tests) as one copy. */
+SIM_API cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch,
+                                 size_t width, size_t height, enum cudaMemcpyKind kind)
+{
+    SIM_ENTER();
+    if (dpitch < width || spitch < width)
+        return ret(cudaErrorInvalidPitchValue);
+    if (dpitch == width && spitch == width)
+        return memcpy_impl(dst, src, width * height, kind, 0, 1);
+    for (size_t r = 0; r < height; r++) {
+        cudaError_t e = memcpy_impl((char *)dst + r * dpitch, (const char *)src + r * spitch, width,
+                                    kind, 0, 1);
+        if (e)
+            return e;
+    }
+    return cudaSuccess;
 }
 
 SIM_API cudaError_t cudaMemcpyPeer(void *dst, int ddev, const void *src, int sdev, size_t n)

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "counters.h"
 #include "nvml_abi.h"
 #include "topo_file.h"
 
@@ -19,9 +20,12 @@ static struct sim_topo topo;
 static int inited, load_ok;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
+static struct sim_counters *counters;
+
 static void load(void)
 {
     load_ok = sim_topo_load(&topo) == 0;
+    counters = sim_counters_map();
     for (int i = 0; i < SIM_MAX_GPUS; i++)
         devs[i].index = i;
 }
@@ -146,8 +150,27 @@ SIM_API nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t d, int n, nvmlFieldVa
             v[i].value.uiVal = links ? (unsigned)(topo.nvlink_gbps * 1000.0) : 0;
         else if (v[i].fieldId == NVML_FI_DEV_NVLINK_LINK_COUNT)
             v[i].value.uiVal = links;
-        else
+        else if ((v[i].fieldId == NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX ||
+                  v[i].fieldId == NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX) &&
+                 v[i].scopeId < links && counters) {
+            /* Cumulative KiB per link (scopeId), like the hardware counters. */
+            const uint64_t *c = v[i].fieldId == NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX
+                                    ? counters->tx[d->index]
+                                    : counters->rx[d->index];
+            v[i].valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
+            v[i].value.ullVal = __atomic_load_n(&c[v[i].scopeId], __ATOMIC_RELAXED) / 1024;
+        } else
             v[i].nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
     }
+    return NVML_SUCCESS;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, nvmlPciInfo_t *pci)
+{
+    if (!d || !pci)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    memset(pci, 0, sizeof(*pci));
+    snprintf(pci->busId, sizeof(pci->busId), "%s", topo.gpu[d->index].bus);
+    memcpy(pci->busIdLegacy, pci->busId, sizeof(pci->busIdLegacy) - 1);
     return NVML_SUCCESS;
 }

@@ -1,0 +1,147 @@
+/* Counter reconciliation: per GPU, the NVLink bytes its hardware counters saw over the traced time
+ * against the bytes the intercepted peer copies explain.  What no hook sees (kernels' NVLink loads
+ * and stores, NCCL's kernels, unhooked copy APIs) is the unexplained remainder:
+ * counter = explained + unexplained. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report.h"
+
+static struct icx_counter_row *row_for(struct icx_counters *C, const char *host, const char *bus)
+{
+    for (size_t i = 0; i < C->n; i++)
+        if (!strcmp(C->rows[i].host, host) && !strcmp(C->rows[i].bus, bus))
+            return &C->rows[i];
+    struct icx_counter_row *n = realloc(C->rows, (C->n + 1) * sizeof(*n));
+    if (!n)
+        return NULL;
+    C->rows = n;
+    struct icx_counter_row *r = &C->rows[C->n++];
+    memset(r, 0, sizeof(*r));
+    snprintf(r->host, sizeof(r->host), "%s", host);
+    snprintf(r->bus, sizeof(r->bus), "%s", bus);
+    r->t0 = INFINITY;
+    r->t1 = -INFINITY;
+    r->device = -1;
+    return r;
+}
+
+void icx_counters_compute(const struct icx_trace *t, struct icx_counters *C)
+{
+    memset(C, 0, sizeof(*C));
+    /* The counters are the GPU's, shared by every process on the host: first and last sample. */
+    for (size_t i = 0; i < t->nprocs; i++) {
+        const struct icx_proc *p = t->procs[i];
+        for (size_t k = 0; k < p->ncsamples; k++) {
+            const struct icx_counter_sample *s = &p->csamples[k];
+            struct icx_counter_row *r = row_for(C, p->host ? p->host : "", s->bus);
+            if (!r)
+                return;
+            r->resolution = 2 * 1024ull * s->links; /* a KiB lost per link at each end */
+            if (s->t < r->t0) {
+                r->t0 = s->t;
+                r->tx0 = s->tx;
+                r->rx0 = s->rx;
+            }
+            if (s->t > r->t1) {
+                r->t1 = s->t;
+                r->tx1 = s->tx;
+                r->rx1 = s->rx;
+            }
+        }
+    }
+    /* Intercepted peer copies issued inside each GPU's sampled window. */
+    for (size_t i = 0; i < t->nprocs; i++) {
+        const struct icx_proc *p = t->procs[i];
+        for (size_t k = 0; k < p->ncopies; k++) {
+            const struct icx_copy *c = &p->copies[k];
+            if (c->result != 0 || (c->flags & ICX_EVF_CAPTURED) || c->src < 0 || c->dst < 0 ||
+                c->src >= ICX_RD_MAX_DEV || c->dst >= ICX_RD_MAX_DEV)
+                continue;
+            for (int end = 0; end < 2; end++) {
+                int dev = end ? c->dst : c->src;
+                struct icx_counter_row *r = NULL;
+                for (size_t m = 0; m < C->n; m++)
+                    if (!strcmp(C->rows[m].host, p->host ? p->host : "") &&
+                        !strcmp(C->rows[m].bus, p->dev[dev].bus))
+                        r = &C->rows[m];
+                if (!r || c->t_enter < r->t0 || c->t_enter > r->t1)
+                    continue;
+                r->device = dev;
+                if (end)
+                    r->rx_explained += c->bytes;
+                else
+                    r->tx_explained += c->bytes;
+            }
+        }
+    }
+}
+
+/* Counted minus explained, 0 when within the counters' resolution. */
+static long long other_bytes(uint64_t counted, uint64_t explained, uint64_t resolution)
+{
+    long long d = (long long)counted - (long long)explained;
+    return llabs(d) <= (long long)resolution ? 0 : d;
+}
+
+void icx_counters_print(FILE *out, const struct icx_counters *C)
+{
+    int header = 0;
+    for (size_t i = 0; i < C->n; i++) {
+        const struct icx_counter_row *r = &C->rows[i];
+        uint64_t tx = r->tx1 - r->tx0, rx = r->rx1 - r->rx0;
+        if (!tx && !rx && !r->tx_explained && !r->rx_explained)
+            continue;
+        if (!header++)
+            fprintf(out,
+                    "\nNVLink hardware counters vs intercepted copies\n%-14s %-4s %12s %12s "
+                    "%12s %12s %12s\n",
+                    "GPU", "dev", "TX counted", "TX explained", "TX other", "RX counted",
+                    "RX other");
+        char a[32], b[32], c[32], d[32], e[32], dev[8];
+        long long otx = other_bytes(tx, r->tx_explained, r->resolution);
+        long long orx = other_bytes(rx, r->rx_explained, r->resolution);
+        icx_fmt_bytes(a, sizeof(a), (double)tx);
+        icx_fmt_bytes(b, sizeof(b), (double)r->tx_explained);
+        icx_fmt_bytes(c, sizeof(c), fabs((double)otx));
+        icx_fmt_bytes(d, sizeof(d), (double)rx);
+        icx_fmt_bytes(e, sizeof(e), fabs((double)orx));
+        snprintf(dev, sizeof(dev), r->device >= 0 ? "%d" : "-", r->device);
+        fprintf(out, "%-14s %-4s %12s %12s %s%11s %12s %s%11s\n", r->bus, dev, a, b,
+                otx < 0 ? "-" : " ", c, d, orx < 0 ? "-" : " ", e);
+    }
+    if (header)
+        fprintf(out, "  other = counted - explained: NVLink traffic no hook saw (kernels, NCCL, "
+                     "unhooked copy APIs); 0 within the counters' KiB-per-link resolution.\n");
+}
+
+void icx_counters_json(struct icx_json *j, const struct icx_counters *C)
+{
+    icx_json_arr(j, "nvlink_counters");
+    for (size_t i = 0; i < C->n; i++) {
+        const struct icx_counter_row *r = &C->rows[i];
+        icx_json_obj(j, NULL);
+        icx_json_str(j, "host", r->host);
+        icx_json_str(j, "pci", r->bus);
+        icx_json_int(j, "device", r->device);
+        icx_json_num(j, "window_s", r->t1 - r->t0);
+        icx_json_int(j, "tx_bytes", (long long)(r->tx1 - r->tx0));
+        icx_json_int(j, "rx_bytes", (long long)(r->rx1 - r->rx0));
+        icx_json_int(j, "tx_explained_bytes", (long long)r->tx_explained);
+        icx_json_int(j, "rx_explained_bytes", (long long)r->rx_explained);
+        icx_json_int(j, "tx_unexplained_bytes",
+                     other_bytes(r->tx1 - r->tx0, r->tx_explained, r->resolution));
+        icx_json_int(j, "rx_unexplained_bytes",
+                     other_bytes(r->rx1 - r->rx0, r->rx_explained, r->resolution));
+        icx_json_int(j, "resolution_bytes", (long long)r->resolution);
+        icx_json_end(j);
+    }
+    icx_json_end(j);
+}
+
+void icx_counters_free(struct icx_counters *C)
+{
+    free(C->rows);
+    memset(C, 0, sizeof(*C));
+}
