@@ -108,6 +108,7 @@ static int cmd_analyze(FILE *out, const struct icx_opts *o, const struct icx_tra
         json_header(&j, "analyze");
         icx_summary_json(&j, t);
         icx_links_json(&j, &L);
+        icx_topo_json(&j, t, &L);
         icx_counters_json(&j, &C);
         icx_numa_json(&j, &N);
         icx_findings_json(&j, &F);
@@ -115,6 +116,7 @@ static int cmd_analyze(FILE *out, const struct icx_opts *o, const struct icx_tra
     } else {
         icx_summary_print(out, t);
         icx_links_print(out, &L);
+        icx_topo_print(out, t, &L);
         icx_counters_print(out, &C);
         icx_numa_print(out, &N);
         icx_findings_print(out, &F);

@@ -92,6 +92,10 @@ void icx_counters_print(FILE *out, const struct icx_counters *C);
 void icx_counters_json(struct icx_json *j, const struct icx_counters *C);
 void icx_counters_free(struct icx_counters *C);
 
+/* report_topo.c: GPU x GPU matrix (NV#, NODE, SYS) annotated with measured GB/s. */
+void icx_topo_print(FILE *out, const struct icx_trace *t, const struct icx_links *L);
+void icx_topo_json(struct icx_json *j, const struct icx_trace *t, const struct icx_links *L);
+
 /* report_summary.c: inputs, processes, loss, notes. */
 void icx_summary_print(FILE *out, const struct icx_trace *t);
 void icx_summary_json(struct icx_json *j, const struct icx_trace *t);

@@ -328,6 +328,7 @@ static void icx_atfork_parent(void)
 static void icx_atfork_child(void)
 {
     icx_tbuf_atfork_child();
+    icx_cuda_atfork_child();
     icx_writer_atfork_child(); /* starts a new stream, or leaves the child untraced */
 }
 

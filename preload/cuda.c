@@ -80,6 +80,13 @@ static pthread_mutex_t icx_amap_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct icx_amap *icx_amap_retired;
 static _Atomic uint64_t icx_amap_frees; /* invalidates the per-thread query cache */
 
+/* Fork child: only the forking thread exists; a lock another thread held at fork is released. */
+void icx_cuda_atfork_child(void)
+{
+    pthread_mutex_init(&icx_amap_lock, NULL);
+    icx_gpu_atfork_child();
+}
+
 /* Writer: free retired maps no reader can still hold (a lookup takes nanoseconds; 2 s is ample). */
 void icx_amap_reclaim(int final)
 {

@@ -45,6 +45,7 @@ static inline int icx_stack_due(void)
 }
 
 int icx_gpu_begin(struct icx_gpu_req *g, cudaStream_t stream);
+void icx_gpu_atfork_child(void);
 void icx_gpu_end(struct icx_gpu_req *g, cudaStream_t stream, cudaError_t rc);
 int icx_current_device(void);
 int icx_stream_device(cudaStream_t s);

@@ -64,6 +64,15 @@ static void icx_pools_init(void)
         pthread_mutex_init(&icx_pools[i].lock, NULL);
 }
 
+void icx_gpu_atfork_child(void)
+{
+    /* The parent's pooled events belong to the parent's CUDA context: the child starts empty. */
+    for (int i = 0; i < ICX_MAX_DEV; i++) {
+        pthread_mutex_init(&icx_pools[i].lock, NULL);
+        icx_pools[i].n = 0;
+    }
+}
+
 static void icx_pool_put(int dev, cudaEvent_t a, cudaEvent_t b)
 {
     struct icx_pool *p = &icx_pools[dev];

@@ -199,6 +199,7 @@ void icx_cuda_writer_tick(struct icx_frame *f, int final); /* devices, GPU spans
 void icx_gpu_pending(const struct icx_rec *r);             /* writer: a ring GPU_PENDING */
 void icx_cuda_drained(struct icx_frame *f, const struct icx_rec *r); /* writer: event drained */
 void icx_cuda_detect_static(void);
+void icx_cuda_atfork_child(void);
 void icx_counters_sample(struct icx_frame *f, int force); /* topo.c: NVLink counters */
 
 /* ---- placement (placement.c): writer only ---- */

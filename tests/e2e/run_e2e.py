@@ -389,6 +389,11 @@ def test_capture_safety():
 
 def test_fork():
     """fork(): the child is silent by default; with ICX_FOLLOW_FORK=1 it gets its own trace."""
+    if SANITIZE:
+        # GCC 12's ASan allocator is not locked across fork(): a child can inherit it locked by
+        # the tracer's writer thread and hang in its first malloc (seen here intermittently).
+        # glibc's malloc is fork-safe; the normal run covers this test.
+        raise Skip("ASan's allocator (GCC 12) is not fork-safe with a concurrently allocating thread")
     with tempfile.TemporaryDirectory() as tmp:
         run([os.path.join(TESTS, "fork_copies")], env_for(tmp))
         files = sorted(os.listdir(tmp))
@@ -610,6 +615,22 @@ def test_counter_reconciliation():
         check(g0["rx_bytes"] == 0 and
               all(r["tx_bytes"] == 0 for r in doc["nvlink_counters"] if r["pci"] != g0["pci"]),
               "other GPUs moved nothing: %s" % doc["nvlink_counters"])
+
+
+def test_topology_matrix():
+    """The GPU x GPU matrix labels pairs like nvidia-smi topo -m and carries the measured rate."""
+    topo = os.path.join(ROOT, "tests", "sim", "topologies", "pcie-4gpu.topo")
+    with tempfile.TemporaryDirectory() as tmp:
+        make_sysfs(os.path.join(tmp, "fs"), topo)
+        run([os.path.join(TESTS, "ptds_copies"), os.path.join(tmp, "truth")],
+            env_for(tmp, ICXSIM_TOPOLOGY=topo, ICX_SYSFS_ROOT=os.path.join(tmp, "fs"),
+                    ICX_GPU_TIMING="all"))
+        doc, _ = analyze([os.path.join(tmp, "trace.icx.zst")])
+        m = doc["topology"][0]
+        check(m["gpus"] == [0, 3], "gpus %s" % m["gpus"])
+        check(m["matrix"][0][1]["link"] == "NODE" and m["matrix"][0][0]["link"] == "X",
+              "matrix %s" % m["matrix"])
+        check(m["matrix"][0][1]["achieved_bytes_per_s"] > 0, "rate %s" % m["matrix"])
 
 
 def test_text_report():

@@ -36,6 +36,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 icx_numa_print(null, &N);
                 icx_counters_print(null, &C);
                 icx_counters_json(&j, &C);
+                icx_topo_json(&j, &t, &L);
+                icx_topo_print(null, &t, &L);
                 icx_findings_print(null, &F);
                 fclose(null);
             }
