@@ -50,6 +50,12 @@ const char *icx_lost_name(unsigned cause)
     }
 }
 
+const char *icx_pci_path_name(unsigned path)
+{
+    static const char *const names[] = {"?", "PIX", "PXB", "PHB", "NODE", "SYS"};
+    return path < sizeof(names) / sizeof(names[0]) ? names[path] : "?";
+}
+
 const char *icx_link_kind_name(unsigned kind)
 {
     return kind == ICX_LINK_NVLINK ? "NVLink" : kind == ICX_LINK_PCIE ? "PCIe" : "unknown";
@@ -285,6 +291,27 @@ static int decode_record(struct decoder *d, const struct icx_rec *r, char *err, 
             c->tx = x->tx_bytes;
             c->rx = x->rx_bytes;
             c->links = x->links;
+        }
+        break;
+    case ICX_REC_NIC:
+        if (size >= sizeof(struct icx_rec_nic) && r->aux < ICX_RD_MAX_NICS) {
+            const struct icx_rec_nic *x = (const void *)r;
+            struct icx_rd_nic *n = &p->nics[r->aux];
+            n->present = 1;
+            snprintf(n->name, sizeof(n->name), "%s", str_of(p, x->name));
+            snprintf(n->bus, sizeof(n->bus), "%s", str_of(p, x->pci_bus_id));
+            n->numa = x->numa_node;
+            n->link_layer = x->link_layer;
+            n->active = x->active;
+            n->rate_mbps = x->rate_mbps;
+        }
+        break;
+    case ICX_REC_PCI_PATH:
+        if (size >= sizeof(struct icx_rec_pci_path)) {
+            const struct icx_rec_pci_path *x = (const void *)r;
+            if (x->nic >= 0 && x->nic < ICX_RD_MAX_NICS && x->device >= 0 &&
+                x->device < ICX_RD_MAX_DEV)
+                p->nics[x->nic].path[x->device] = r->aux;
         }
         break;
     case ICX_REC_HOST_NUMA:

@@ -67,6 +67,16 @@ struct icx_host_buffer {
     uint32_t pages_sampled;
 };
 
+#define ICX_RD_MAX_NICS 64
+struct icx_rd_nic {
+    int present;
+    char name[64], bus[32];
+    int numa;
+    unsigned link_layer, active;
+    uint32_t rate_mbps;
+    unsigned path[ICX_RD_MAX_DEV]; /* enum icx_pci_path to each CUDA device, 0 unknown */
+};
+
 struct icx_counter_sample {
     double t; /* monotonic s */
     char bus[32];
@@ -112,6 +122,7 @@ struct icx_proc {
     size_t nhcopies, cap_hcopies;
     struct icx_counter_sample *csamples;
     size_t ncsamples, cap_csamples;
+    struct icx_rd_nic nics[ICX_RD_MAX_NICS];
     struct icx_rd_link *links;
     size_t nlinks, cap_links;
     char **notes;
@@ -165,5 +176,6 @@ const char *icx_record_name(unsigned type);
 const char *icx_api_name(unsigned api);
 const char *icx_lost_name(unsigned cause);
 const char *icx_link_kind_name(unsigned kind);
+const char *icx_pci_path_name(unsigned path);
 
 #endif

@@ -1,6 +1,7 @@
 /* Topology matrix in the style of `nvidia-smi topo -m`, per process that touched two or more GPUs:
  * NV# (NVLink lanes, direct or through NVSwitch), NODE (PCIe within one NUMA node), SYS (PCIe
- * across NUMA nodes), each annotated with the GB/s its intercepted copies achieved. */
+ * across NUMA nodes), each annotated with the GB/s its intercepted copies achieved; then one column
+ * per RDMA NIC with the PCIe path to it (PIX, PXB, PHB, NODE, SYS). */
 #include <math.h>
 #include <string.h>
 
@@ -59,6 +60,9 @@ void icx_topo_print(FILE *out, const struct icx_trace *t, const struct icx_links
                 p->pid, p->host ? p->host : "?", "");
         for (int c = 0; c < n; c++)
             fprintf(out, " GPU%-7d", g[c]);
+        for (int k = 0; k < ICX_RD_MAX_NICS; k++)
+            if (p->nics[k].present)
+                fprintf(out, " %-7s", p->nics[k].name);
         fprintf(out, " NUMA\n");
         for (int r = 0; r < n; r++) {
             fprintf(out, "GPU%-3d", g[r]);
@@ -76,6 +80,9 @@ void icx_topo_print(FILE *out, const struct icx_trace *t, const struct icx_links
                 }
                 fprintf(out, " %-10s", cell);
             }
+            for (int k = 0; k < ICX_RD_MAX_NICS; k++)
+                if (p->nics[k].present)
+                    fprintf(out, " %-7s", icx_pci_path_name(p->nics[k].path[g[r]]));
             fprintf(out, " %d\n", p->dev[g[r]].numa);
         }
     }
@@ -95,6 +102,28 @@ void icx_topo_json(struct icx_json *j, const struct icx_trace *t, const struct i
         icx_json_arr(j, "gpus");
         for (int r = 0; r < n; r++)
             icx_json_int(j, NULL, g[r]);
+        icx_json_end(j);
+        icx_json_arr(j, "nics");
+        for (int k = 0; k < ICX_RD_MAX_NICS; k++) {
+            const struct icx_rd_nic *nic = &p->nics[k];
+            if (!nic->present)
+                continue;
+            icx_json_obj(j, NULL);
+            icx_json_str(j, "name", nic->name);
+            icx_json_str(j, "pci", nic->bus);
+            icx_json_int(j, "numa_node", nic->numa);
+            icx_json_str(j, "link_layer",
+                         nic->link_layer == ICX_LL_INFINIBAND ? "InfiniBand"
+                         : nic->link_layer == ICX_LL_ETHERNET ? "Ethernet"
+                                                              : "unknown");
+            icx_json_num(j, "rate_gbps", nic->rate_mbps / 1000.0);
+            icx_json_bool(j, "active", (int)nic->active);
+            icx_json_arr(j, "path_to_gpus");
+            for (int r = 0; r < n; r++)
+                icx_json_str(j, NULL, icx_pci_path_name(nic->path[g[r]]));
+            icx_json_end(j);
+            icx_json_end(j);
+        }
         icx_json_end(j);
         icx_json_arr(j, "matrix");
         for (int r = 0; r < n; r++) {

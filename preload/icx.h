@@ -201,6 +201,7 @@ void icx_cuda_drained(struct icx_frame *f, const struct icx_rec *r); /* writer: 
 void icx_cuda_detect_static(void);
 void icx_cuda_atfork_child(void);
 void icx_counters_sample(struct icx_frame *f, int force); /* topo.c: NVLink counters */
+void icx_nic_paths(struct icx_frame *f, int dev, const char *bus, int numa); /* nic.c */
 
 /* ---- placement (placement.c): writer only ---- */
 void icx_placement_tick(struct icx_frame *f);

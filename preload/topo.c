@@ -150,6 +150,7 @@ static void icx_describe_one(struct icx_frame *f, int dev)
         d->numa_node = t->numa;
         d->local_cpus = s_local;
     }
+    icx_nic_paths(f, dev, t->bus, t->numa);
 }
 
 static unsigned icx_direct_links(const struct icx_gpu_topo *from, const struct icx_gpu_topo *to)

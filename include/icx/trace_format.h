@@ -61,7 +61,7 @@
  *    stack id) directly after an EVENT record gives that event's call stack.  SYMBOL maps an
  * address to a string id "function+0xoff (module)", written at the end of the stream.
  *
- * Version history: 1.0; 1.1 adds records 15-19 and 35-37, the DEVICE field local_cpus, and the
+ * Version history: 1.0; 1.1 adds records 15-21 and 35-37, the DEVICE field local_cpus, and the
  *    event flag ICX_EVF_D2H (readers of 1.0 skip all of them by size). */
 #ifndef ICX_TRACE_FORMAT_H
 #define ICX_TRACE_FORMAT_H
@@ -304,6 +304,35 @@ struct icx_rec_nvlink_counters { /* aux = NVML device index */
     uint64_t tx_bytes, rx_bytes; /* cumulative since the driver loaded, KiB resolution */
 };
 _Static_assert(sizeof(struct icx_rec_nvlink_counters) == 40, "icx_rec_nvlink_counters");
+
+enum icx_link_layer { ICX_LL_UNKNOWN = 0, ICX_LL_INFINIBAND = 1, ICX_LL_ETHERNET = 2 };
+
+struct icx_rec_nic { /* aux = NIC index in this trace */
+    struct icx_rec h;
+    uint32_t name, pci_bus_id; /* string ids */
+    int32_t numa_node;
+    uint16_t port, link_layer; /* enum icx_link_layer */
+    uint32_t rate_mbps;        /* per direction */
+    uint32_t active;
+};
+_Static_assert(sizeof(struct icx_rec_nic) == 32, "icx_rec_nic");
+
+/* PCIe path classes, nvidia-smi topo -m's vocabulary. */
+enum icx_pci_path {
+    ICX_PATH_UNKNOWN = 0,
+    ICX_PATH_PIX = 1,  /* behind one PCIe switch */
+    ICX_PATH_PXB = 2,  /* several PCIe bridges, not through the host bridge */
+    ICX_PATH_PHB = 3,  /* through the PCIe host bridge (same root complex) */
+    ICX_PATH_NODE = 4, /* across host bridges within one NUMA node */
+    ICX_PATH_SYS = 5   /* across NUMA nodes (SMP interconnect) */
+};
+
+struct icx_rec_pci_path { /* aux = enum icx_pci_path */
+    struct icx_rec h;
+    int32_t device; /* CUDA ordinal */
+    int32_t nic;    /* NIC index */
+};
+_Static_assert(sizeof(struct icx_rec_pci_path) == 16, "icx_rec_pci_path");
 
 struct icx_rec_gpu_span { /* aux = device that executed the work */
     struct icx_rec h;

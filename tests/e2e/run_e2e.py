@@ -633,6 +633,32 @@ def test_topology_matrix():
         check(m["matrix"][0][1]["achieved_bytes_per_s"] > 0, "rate %s" % m["matrix"])
 
 
+def test_gpu_nic_pcie_paths():
+    """RDMA NICs from sysfs, and the PCIe path from each GPU to each NIC in nvidia-smi's words: on
+    the simulated DGX, GPU i and mlx5_i share a PCIe switch (PIX), other NICs of the same socket
+    are behind the host bridge (PHB), the other socket's are SYS."""
+    with tempfile.TemporaryDirectory() as tmp:
+        fs = os.path.join(tmp, "fs")
+        make_sysfs(fs, TOPO)
+        run([os.path.join(TESTS, "peer_copies"), os.path.join(tmp, "truth")],
+            env_for(tmp, ICX_SYSFS_ROOT=fs))
+        doc, p = analyze([os.path.join(tmp, "trace.icx.zst")])
+        topo = doc["topology"][0]
+        nics = {n["name"]: n for n in topo["nics"]}
+        check(len(nics) == 8 and nics["mlx5_0"]["rate_gbps"] == 400 and
+              nics["mlx5_0"]["link_layer"] == "InfiniBand" and nics["mlx5_5"]["numa_node"] == 1,
+              "nics %s" % nics)
+        gpus = topo["gpus"]
+        for name, nic in nics.items():
+            i = int(name.split("_")[1])
+            for col, g in enumerate(gpus):
+                want = "PIX" if g == i else ("PHB" if (g < 4) == (i < 4) else "SYS")
+                check(nic["path_to_gpus"][col] == want, "GPU%d-%s: %s, want %s"
+                      % (g, name, nic["path_to_gpus"][col], want))
+        _, p = analyze([os.path.join(tmp, "trace.icx.zst")], json_out=False)
+        check("mlx5_0" in p.stdout and "PIX" in p.stdout, "text:\n%s" % p.stdout)
+
+
 def test_text_report():
     """The text report names links, kinds and the simulated device."""
     with tempfile.TemporaryDirectory() as tmp:

@@ -77,6 +77,8 @@ int sim_topo_load(struct sim_topo *t)
             t->hbm_gbps = x;
         else if (!strcmp(key, "latency_us") && sscanf(rest, "%lf", &x) == 1 && x >= 0)
             t->latency_us = x;
+        else if (!strcmp(key, "nic") || !strcmp(key, "numa"))
+            ; /* read by tests/sim/mksysfs.py (NICs, CPU lists): nothing the libraries need */
         else if (!strcmp(key, "slow_link") && sscanf(rest, "%d %d %lf", &a, &b, &x) == 3 &&
                  a >= 0 && b >= 0 && a < SIM_MAX_GPUS && b < SIM_MAX_GPUS && x > 0)
             t->slow[a][b] = x;
