@@ -101,6 +101,7 @@ static int cmd_analyze(FILE *out, const struct icx_opts *o, const struct icx_tra
     struct icx_counters C;
     icx_numa_compute(t, &N, &F);
     icx_counters_compute(t, &C);
+    icx_counters_over_time(t, &C);
     if (o->json) {
         struct icx_json j;
         icx_json_begin(&j, out);

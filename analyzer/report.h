@@ -82,12 +82,18 @@ struct icx_counter_row {
     uint64_t tx0, rx0, tx1, rx1;
     uint64_t tx_explained, rx_explained;
     uint64_t resolution; /* bytes: the counters count whole KiB per link */
+    /* Over time, from consecutive samples: TX rate mean and peak, and the time spent above 80 %
+     * of the GPU's NVLink capacity (per direction). */
+    double capacity_bps, tx_mean_bps, tx_peak_bps, tx_time_above_80;
 };
 struct icx_counters {
     struct icx_counter_row *rows;
     size_t n;
+    uint64_t events_lost; /* dropped events: traffic counted but unexplainable */
 };
 void icx_counters_compute(const struct icx_trace *t, struct icx_counters *C);
+/* The over-time figures (needs compute first, for the windows and capacities). */
+void icx_counters_over_time(const struct icx_trace *t, struct icx_counters *C);
 void icx_counters_print(FILE *out, const struct icx_counters *C);
 void icx_counters_json(struct icx_json *j, const struct icx_counters *C);
 void icx_counters_free(struct icx_counters *C);

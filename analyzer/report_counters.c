@@ -27,6 +27,104 @@ static struct icx_counter_row *row_for(struct icx_counters *C, const char *host,
     return r;
 }
 
+static int dbl_cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int sample_cmp(const void *a, const void *b)
+{
+    const struct icx_counter_sample *x = a, *y = b;
+    return x->t < y->t ? -1 : x->t > y->t;
+}
+
+/* The GPU's NVLink capacity per direction: through NVSwitch, what one pair can use; with direct
+ * links, the sum over its peers. */
+static double gpu_capacity(const struct icx_proc *p, int dev)
+{
+    double direct = 0;
+    for (size_t k = 0; k < p->nlinks; k++) {
+        const struct icx_rd_link *l = &p->links[k];
+        if (l->src != dev || l->kind != ICX_LINK_NVLINK)
+            continue;
+        if (l->flags & ICX_LINKF_NVSWITCH)
+            return (double)l->capacity_bps;
+        direct += (double)l->capacity_bps;
+    }
+    return direct;
+}
+
+/* Rate over time from the samples of one GPU (all processes of its host), sorted by time. */
+static void over_time(const struct icx_trace *t, struct icx_counter_row *r)
+{
+    size_t n = 0, cap = 0;
+    struct icx_counter_sample *v = NULL;
+    for (size_t i = 0; i < t->nprocs; i++) {
+        const struct icx_proc *p = t->procs[i];
+        if (strcmp(p->host ? p->host : "", r->host) != 0)
+            continue;
+        for (size_t k = 0; k < p->ncsamples; k++) {
+            if (strcmp(p->csamples[k].bus, r->bus) != 0)
+                continue;
+            if (n == cap) {
+                cap = cap ? cap * 2 : 64;
+                struct icx_counter_sample *nv = realloc(v, cap * sizeof(*v));
+                if (!nv) {
+                    free(v);
+                    return;
+                }
+                v = nv;
+            }
+            v[n++] = p->csamples[k];
+        }
+    }
+    if (n > 1)
+        qsort(v, n, sizeof(*v), sample_cmp);
+    /* Rates over spans of at least half the median sampling interval: a sample taken just after
+     * another (the final one at exit, two processes' samples close together) would otherwise
+     * turn a counter step into a spike. */
+    double *dts = n > 1 ? malloc((n - 1) * sizeof(double)) : NULL, min_dt = 0;
+    if (dts) {
+        for (size_t k = 1; k < n; k++)
+            dts[k - 1] = v[k].t - v[k - 1].t;
+        qsort(dts, n - 1, sizeof(double), dbl_cmp);
+        min_dt = dts[(n - 1) / 2] / 2;
+        free(dts);
+    }
+    /* Span boundaries: a new span once min_dt has passed; a short tail joins the last span, so
+     * the spans cover the whole window and the peak is never below the mean. */
+    size_t *b = n ? malloc(n * sizeof(*b)) : NULL, nb = 0;
+    if (!b) {
+        free(v);
+        return;
+    }
+    b[nb++] = 0;
+    for (size_t k = 1; k < n; k++)
+        if (v[k].t - v[b[nb - 1]].t >= min_dt && v[k].t > v[b[nb - 1]].t)
+            b[nb++] = k;
+    if (n > 1 && b[nb - 1] != n - 1) {
+        if (nb > 1)
+            b[nb - 1] = n - 1;
+        else
+            b[nb++] = n - 1;
+    }
+    for (size_t i = 1; i < nb; i++) {
+        const struct icx_counter_sample *x = &v[b[i - 1]], *y = &v[b[i]];
+        double dt = y->t - x->t;
+        if (dt <= 0 || y->tx < x->tx)
+            continue;
+        double rate = (double)(y->tx - x->tx) / dt;
+        if (rate > r->tx_peak_bps)
+            r->tx_peak_bps = rate;
+        if (r->capacity_bps > 0 && rate > 0.8 * r->capacity_bps)
+            r->tx_time_above_80 += dt;
+    }
+    free(b);
+    r->tx_mean_bps = r->t1 > r->t0 ? (double)(r->tx1 - r->tx0) / (r->t1 - r->t0) : NAN;
+    free(v);
+}
+
 void icx_counters_compute(const struct icx_trace *t, struct icx_counters *C)
 {
     memset(C, 0, sizeof(*C));
@@ -69,6 +167,8 @@ void icx_counters_compute(const struct icx_trace *t, struct icx_counters *C)
                 if (!r || c->t_enter < r->t0 || c->t_enter > r->t1)
                     continue;
                 r->device = dev;
+                if (r->capacity_bps <= 0)
+                    r->capacity_bps = gpu_capacity(p, dev);
                 if (end)
                     r->rx_explained += c->bytes;
                 else
@@ -83,6 +183,15 @@ static long long other_bytes(uint64_t counted, uint64_t explained, uint64_t reso
 {
     long long d = (long long)counted - (long long)explained;
     return llabs(d) <= (long long)resolution ? 0 : d;
+}
+
+void icx_counters_over_time(const struct icx_trace *t, struct icx_counters *C)
+{
+    for (size_t i = 0; i < C->n; i++)
+        over_time(t, &C->rows[i]);
+    for (size_t i = 0; i < t->nprocs; i++)
+        C->events_lost +=
+            t->procs[i]->lost[ICX_LOST_buffer_full] + t->procs[i]->lost[ICX_LOST_no_buffer];
 }
 
 void icx_counters_print(FILE *out, const struct icx_counters *C)
@@ -111,9 +220,24 @@ void icx_counters_print(FILE *out, const struct icx_counters *C)
         fprintf(out, "%-14s %-4s %12s %12s %s%11s %12s %s%11s\n", r->bus, dev, a, b,
                 otx < 0 ? "-" : " ", c, d, orx < 0 ? "-" : " ", e);
     }
-    if (header)
+    if (header) {
         fprintf(out, "  other = counted - explained: NVLink traffic no hook saw (kernels, NCCL, "
                      "unhooked copy APIs); 0 within the counters' KiB-per-link resolution.\n");
+        if (C->events_lost)
+            fprintf(out,
+                    "  (%llu events were dropped by the tracer: their copies are counted here "
+                    "but cannot be explained)\n",
+                    (unsigned long long)C->events_lost);
+        fprintf(out, "%-14s %12s %12s %12s %12s\n", "GPU TX", "mean GB/s", "peak GB/s", "cap GB/s",
+                ">80% cap s");
+        for (size_t i = 0; i < C->n; i++) {
+            const struct icx_counter_row *r = &C->rows[i];
+            if (r->tx1 == r->tx0)
+                continue;
+            fprintf(out, "%-14s %12.2f %12.2f %12.1f %12.3f\n", r->bus, r->tx_mean_bps / 1e9,
+                    r->tx_peak_bps / 1e9, r->capacity_bps / 1e9, r->tx_time_above_80);
+        }
+    }
 }
 
 void icx_counters_json(struct icx_json *j, const struct icx_counters *C)
@@ -135,6 +259,10 @@ void icx_counters_json(struct icx_json *j, const struct icx_counters *C)
         icx_json_int(j, "rx_unexplained_bytes",
                      other_bytes(r->rx1 - r->rx0, r->rx_explained, r->resolution));
         icx_json_int(j, "resolution_bytes", (long long)r->resolution);
+        icx_json_num(j, "capacity_bytes_per_s", r->capacity_bps > 0 ? r->capacity_bps : NAN);
+        icx_json_num(j, "tx_mean_bytes_per_s", r->tx_mean_bps);
+        icx_json_num(j, "tx_peak_bytes_per_s", r->tx_peak_bps);
+        icx_json_num(j, "tx_time_above_80pct_s", r->tx_time_above_80);
         icx_json_end(j);
     }
     icx_json_end(j);

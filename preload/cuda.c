@@ -199,12 +199,7 @@ static int icx_classify(const void *ptr)
 /* Writer: every event record drained passes here; copies name the devices to describe. */
 void icx_cuda_drained(struct icx_frame *f, const struct icx_rec *r)
 {
-    if (r->type == ICX_REC_HOST_ALLOC) {
-        const struct icx_rec_cuda_alloc *a = (const struct icx_rec_cuda_alloc *)r;
-        if (a->result == cudaSuccess)
-            icx_placement_host_buffer(f, a->ptr, a->bytes);
-        return;
-    }
+    (void)f;
     if (r->type == ICX_REC_CUDA_HOST_COPY) {
         const struct icx_rec_cuda_host_copy *h = (const struct icx_rec_cuda_host_copy *)r;
         if ((unsigned)h->device < 64)
@@ -712,10 +707,18 @@ ICX_REAL_DECL(CUDART, cudaError_t, cudaHostRegister, (void *, size_t, unsigned))
 ICX_REAL_DECL(CUDART, cudaError_t, cudaFreeHost, (void *));
 ICX_REAL_DECL(CUDART, cudaError_t, cudaHostUnregister, (void *));
 
+/* The pages' NUMA node is asked at once (a control-plane call; a move_pages syscall): by the time
+ * the writer drained the event the buffer could be gone. */
 static void icx_host_event(enum icx_record_type type, enum icx_api api, uint64_t t0,
                            const void *ptr, size_t bytes, cudaError_t rc)
 {
     icx_record_alloc(type, api, t0, icx_ticks(), ptr, bytes, -1, rc);
+    if (type == ICX_REC_HOST_ALLOC && rc == cudaSuccess && ptr) {
+        struct icx_slot slot;
+        struct icx_rec_host_numa *r = icx_reserve(sizeof(*r), &slot);
+        if (r && icx_placement_host_buffer(r, (uint64_t)(uintptr_t)ptr, bytes) == 0)
+            icx_commit(&slot);
+    }
 }
 
 ICX_EXPORT cudaError_t cudaHostAlloc(void **p, size_t size, unsigned flags)

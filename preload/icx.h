@@ -203,9 +203,9 @@ void icx_cuda_atfork_child(void);
 void icx_counters_sample(struct icx_frame *f, int force); /* topo.c: NVLink counters */
 void icx_nic_paths(struct icx_frame *f, int dev, const char *bus, int numa); /* nic.c */
 
-/* ---- placement (placement.c): writer only ---- */
+/* ---- placement (placement.c): the writer, but for icx_placement_host_buffer ---- */
 void icx_placement_tick(struct icx_frame *f);
-void icx_placement_host_buffer(struct icx_frame *f, uint64_t ptr, uint64_t bytes);
+int icx_placement_host_buffer(struct icx_rec_host_numa *r, uint64_t ptr, uint64_t bytes);
 /* Read the first line of a sysfs file, path relative to ICX_SYSFS_ROOT (or /). 0 or -1. */
 int icx_sysfs_read_path(const char *rel, char *out, size_t outlen);
 

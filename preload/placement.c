@@ -213,13 +213,13 @@ void icx_placement_tick(struct icx_frame *f)
     }
 }
 
-/* Writer: where the pages of a pinned host buffer live, from up to 64 pages spread over it.
- * move_pages with no target nodes only reports each page's node. */
-void icx_placement_host_buffer(struct icx_frame *f, uint64_t ptr, uint64_t bytes)
+/* Where the pages of a pinned host buffer live, from up to 64 pages spread over it, into the
+ * HOST_NUMA record r.  move_pages with no target nodes only reports each page's node.  0, or -1. */
+int icx_placement_host_buffer(struct icx_rec_host_numa *r, uint64_t ptr, uint64_t bytes)
 {
     long page = sysconf(_SC_PAGESIZE);
     if (!ptr || !bytes || page <= 0)
-        return;
+        return -1;
     uint64_t first = ptr & ~(uint64_t)(page - 1), npages = (ptr + bytes - first + page - 1) / page;
     void *pages[64];
     int status[64];
@@ -242,12 +242,13 @@ void icx_placement_host_buffer(struct icx_frame *f, uint64_t ptr, uint64_t bytes
     for (int i = 0; i < ICX_MAX_NODES; i++)
         if (count[i] && (best < 0 || count[i] > count[best]))
             best = i;
-    struct icx_rec_host_numa *r = icx_frame_put(f, ICX_REC_HOST_NUMA, 0, sizeof(*r));
-    if (r) {
-        r->ptr = ptr;
-        r->bytes = bytes;
-        r->pages_sampled = known;
-        r->node = best;
-        r->node_mask = mask;
-    }
+    memset(r, 0, sizeof(*r));
+    r->h.type = ICX_REC_HOST_NUMA;
+    r->h.size = sizeof(*r);
+    r->ptr = ptr;
+    r->bytes = bytes;
+    r->pages_sampled = known;
+    r->node = best;
+    r->node_mask = mask;
+    return 0;
 }

@@ -1,5 +1,5 @@
-/* Workload: argv[1] back-to-back small async peer copies 0->1 on one stream, then one sync; with
- * argv[2] == "segv" it then dies of a segmentation fault. */
+/* Workload: argv[1] back-to-back async peer copies 0->1 on one stream (4 KiB; 1 MiB with
+ * argv[2] == "big"), then one sync; with argv[2] == "segv" it then dies of a segmentation fault. */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,13 +7,14 @@
 int main(int argc, char **argv)
 {
     int n = argc > 1 ? atoi(argv[1]) : 1000;
+    size_t size = argc > 2 && argv[2][0] == 'b' ? (1u << 20) : 4096;
     void *a, *b;
     cudaStream_t s;
-    if (cudaSetDevice(0) || cudaMalloc(&a, 4096) || cudaStreamCreate(&s) || cudaSetDevice(1) ||
-        cudaMalloc(&b, 4096) || cudaSetDevice(0))
+    if (cudaSetDevice(0) || cudaMalloc(&a, size) || cudaStreamCreate(&s) || cudaSetDevice(1) ||
+        cudaMalloc(&b, size) || cudaSetDevice(0))
         return 2;
     for (int i = 0; i < n; i++)
-        if (cudaMemcpyPeerAsync(b, 1, a, 0, 4096, s) != cudaSuccess)
+        if (cudaMemcpyPeerAsync(b, 1, a, 0, size, s) != cudaSuccess)
             return 2;
     if (cudaStreamSynchronize(s) != cudaSuccess)
         return 2;

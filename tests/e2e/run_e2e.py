@@ -600,7 +600,8 @@ def test_counter_reconciliation():
     an API no hook sees (cudaMemcpy2D), within the counters' KiB-per-link resolution."""
     with tempfile.TemporaryDirectory() as tmp:
         n, hidden = 100, 8 << 20
-        env = env_for(tmp, ICXSIM_COUNTERS=os.path.join(tmp, "counters"))
+        env = env_for(tmp, ICXSIM_COUNTERS=os.path.join(tmp, "counters"), ICX_SAMPLE_MS=5,
+                      ICX_FLUSH_MS=5)
         run([os.path.join(TESTS, "hidden_traffic"), str(n), str(hidden)], env)
         doc, _ = analyze([os.path.join(tmp, "trace.icx.zst")])
         rows = {r["device"]: r for r in doc["nvlink_counters"]}
@@ -615,6 +616,9 @@ def test_counter_reconciliation():
         check(g0["rx_bytes"] == 0 and
               all(r["tx_bytes"] == 0 for r in doc["nvlink_counters"] if r["pci"] != g0["pci"]),
               "other GPUs moved nothing: %s" % doc["nvlink_counters"])
+        # Over time: mean over the window, peak over one sampling interval, against 450 GB/s.
+        check(g0["capacity_bytes_per_s"] == 450e9 and g0["tx_peak_bytes_per_s"] >= g0["tx_mean_bytes_per_s"] > 0,
+              "over time %s" % g0)
 
 
 def test_topology_matrix():
@@ -657,6 +661,31 @@ def test_gpu_nic_pcie_paths():
                       % (g, name, nic["path_to_gpus"][col], want))
         _, p = analyze([os.path.join(tmp, "trace.icx.zst")], json_out=False)
         check("mlx5_0" in p.stdout and "PIX" in p.stdout, "text:\n%s" % p.stdout)
+
+
+def test_counter_utilization_over_time():
+    """Counters over time: on a node whose NVLink is slow enough for this host to keep up with
+    (18 x 0.1 GB/s), back-to-back copies keep the link above 80 % of capacity for most of their
+    run, and the peak is about the capacity."""
+    with tempfile.TemporaryDirectory() as tmp:
+        topo = os.path.join(tmp, "slow.topo")
+        with open(TOPO) as f, open(topo, "w") as out:
+            out.write(f.read().replace("nvlink_gbps 25", "nvlink_gbps 0.1").replace("latency_us 2", "latency_us 0"))
+        env = env_for(tmp, ICXSIM_TOPOLOGY=topo, ICXSIM_COUNTERS=os.path.join(tmp, "c"),
+                      ICX_SAMPLE_MS=10, ICX_FLUSH_MS=10, ICX_GPU_TIMING="off")
+        run([os.path.join(TESTS, "many_copies"), "160", "big"], env)
+        doc, _ = analyze([os.path.join(tmp, "trace.icx.zst")])
+        g0 = {r["device"]: r for r in doc["nvlink_counters"]}[0]
+        cap = 18 * 0.1e9
+        if g0["window_s"] > 5 * 160 * (1 << 20) / cap:
+            # Counters follow real time here; a loaded machine starves the simulated device.
+            raise Skip("machine too loaded to sustain the simulated link rate (%.2f s)" % g0["window_s"])
+        check(abs(g0["capacity_bytes_per_s"] - cap) < 1, "capacity %s" % g0["capacity_bytes_per_s"])
+        # A simulated stream worker that was descheduled catches up in a burst, so one sampling
+        # interval can exceed the capacity a little; real counters cannot.
+        check(cap * 0.8 < g0["tx_peak_bytes_per_s"] <= 1.5 * cap, "peak %s" % g0)
+        busy = 160 * (1 << 20) / cap
+        check(g0["tx_time_above_80pct_s"] >= 0.5 * busy, "above 80%%: %s of %.3f s" % (g0, busy))
 
 
 def test_text_report():

@@ -21,6 +21,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         struct icx_counters C;
         icx_numa_compute(&t, &N, &F);
         icx_counters_compute(&t, &C);
+        icx_counters_over_time(&t, &C);
         if (icx_links_compute(&t, &L) == 0) {
             FILE *null = fopen("/dev/null", "w");
             if (null) {

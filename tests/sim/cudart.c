@@ -148,6 +148,7 @@ struct sim_op {
     struct sim_event *ev;
     uint64_t gen;
     int src_dev, dst_dev; /* for NVLink counters: both >= 0 and different for peer copies */
+    uint64_t end_v;       /* virtual end: the worker does not finish before it */
     struct sim_op *next;
 };
 struct CUstream_st {
@@ -184,6 +185,9 @@ static void *worker_main(void *arg)
         pthread_mutex_unlock(&s->mu);
         if (op->kind == OP_COPY) {
             memmove(op->dst, op->src, op->n);
+            /* Where the host is faster than the modelled link, finish on the device's time, so
+             * the counters below grow at the model's rate. */
+            sleep_until(op->end_v);
             /* Peer copies over NVLink count on the links' hardware counters. */
             if (op->src_dev >= 0 && op->dst_dev >= 0 && op->src_dev != op->dst_dev)
                 sim_counters_add(sim_nvlink_counters, op->src_dev, op->dst_dev,
@@ -305,6 +309,7 @@ static cudaError_t enqueue(struct CUstream_st *s, struct sim_op *op, int src_dev
         uint64_t dur = (uint64_t)(topo.latency_us * 1e3 + (double)op->n / rate * 1e9);
         t += dur;
         *lf = t;
+        op->end_v = t;
     }
     s->last_end = t;
     pthread_mutex_unlock(&sim_lock);
@@ -567,6 +572,7 @@ SIM_API cudaError_t cudaMallocHost(void **p, size_t n)
     void *m = NULL;
     if (!p || posix_memalign(&m, 4096, n ? n : 1) != 0)
         return ret(cudaErrorMemoryAllocation);
+    memset(m, 0, n); /* pinned memory is resident, as cudaHostAlloc's is */
     alloc_add(m, n, -1);
     *p = m;
     return cudaSuccess;
