@@ -286,6 +286,7 @@ static int decode_record(struct decoder *d, const struct icx_rec *r, char *err, 
             !grow((void **)&p->csamples, &p->cap_csamples, p->ncsamples, sizeof(*p->csamples))) {
             const struct icx_rec_nvlink_counters *x = (const void *)r;
             struct icx_counter_sample *c = &p->csamples[p->ncsamples++];
+            memset(c, 0, sizeof(*c));
             c->t = (double)x->mono_ns / 1e9;
             snprintf(c->bus, sizeof(c->bus), "%s", str_of(p, x->pci_bus_id));
             c->tx = x->tx_bytes;
@@ -312,6 +313,22 @@ static int decode_record(struct decoder *d, const struct icx_rec *r, char *err, 
             if (x->nic >= 0 && x->nic < ICX_RD_MAX_NICS && x->device >= 0 &&
                 x->device < ICX_RD_MAX_DEV)
                 p->nics[x->nic].path[x->device] = r->aux;
+        }
+        break;
+    case ICX_REC_IB_COUNTERS:
+        if (size >= sizeof(struct icx_rec_ib_counters) && r->aux < ICX_RD_MAX_NICS &&
+            !grow((void **)&p->csamples, &p->cap_csamples, p->ncsamples, sizeof(*p->csamples))) {
+            const struct icx_rec_ib_counters *x = (const void *)r;
+            struct icx_counter_sample *c = &p->csamples[p->ncsamples++];
+            memset(c, 0, sizeof(*c));
+            c->t = (double)x->mono_ns / 1e9;
+            c->nic = 1;
+            snprintf(c->bus, sizeof(c->bus), "%s", p->nics[r->aux].name);
+            c->rate_mbps = p->nics[r->aux].rate_mbps;
+            c->tx = x->tx_bytes;
+            c->rx = x->rx_bytes;
+            c->xmit_wait = x->xmit_wait;
+            c->discards = x->xmit_discards;
         }
         break;
     case ICX_REC_HOST_NUMA:

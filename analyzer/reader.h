@@ -79,6 +79,9 @@ struct icx_rd_nic {
 
 struct icx_counter_sample {
     double t; /* monotonic s */
+    int nic;  /* 0: a GPU's NVLink counters (bus = PCI address); 1: an IB port (bus = NIC name) */
+    uint64_t xmit_wait, discards; /* IB only */
+    uint32_t rate_mbps;           /* IB only: port rate */
     char bus[32];
     uint64_t tx, rx; /* bytes, cumulative */
     uint32_t links;

@@ -76,6 +76,8 @@ void icx_numa_free(struct icx_numa *N);
 
 /* report_counters.c: NVLink hardware counters against intercepted peer-copy bytes, per GPU. */
 struct icx_counter_row {
+    int nic; /* 0: GPU NVLink counters, bus = PCI address; 1: IB port, bus = NIC name */
+    uint64_t wait0, wait1, discards0, discards1; /* IB only */
     char host[128], bus[32];
     int device; /* CUDA ordinal in a process that used it, -1 none */
     double t0, t1;

@@ -8,10 +8,11 @@
 
 #include "report.h"
 
-static struct icx_counter_row *row_for(struct icx_counters *C, const char *host, const char *bus)
+static struct icx_counter_row *row_for(struct icx_counters *C, const char *host, const char *bus,
+                                       int nic)
 {
     for (size_t i = 0; i < C->n; i++)
-        if (!strcmp(C->rows[i].host, host) && !strcmp(C->rows[i].bus, bus))
+        if (!strcmp(C->rows[i].host, host) && !strcmp(C->rows[i].bus, bus) && C->rows[i].nic == nic)
             return &C->rows[i];
     struct icx_counter_row *n = realloc(C->rows, (C->n + 1) * sizeof(*n));
     if (!n)
@@ -21,11 +22,14 @@ static struct icx_counter_row *row_for(struct icx_counters *C, const char *host,
     memset(r, 0, sizeof(*r));
     snprintf(r->host, sizeof(r->host), "%s", host);
     snprintf(r->bus, sizeof(r->bus), "%s", bus);
+    r->nic = nic;
     r->t0 = INFINITY;
     r->t1 = -INFINITY;
     r->device = -1;
     return r;
 }
+
+static void ib_print(FILE *out, const struct icx_counters *C);
 
 static int dbl_cmp(const void *a, const void *b)
 {
@@ -65,7 +69,7 @@ static void over_time(const struct icx_trace *t, struct icx_counter_row *r)
         if (strcmp(p->host ? p->host : "", r->host) != 0)
             continue;
         for (size_t k = 0; k < p->ncsamples; k++) {
-            if (strcmp(p->csamples[k].bus, r->bus) != 0)
+            if (strcmp(p->csamples[k].bus, r->bus) != 0 || p->csamples[k].nic != r->nic)
                 continue;
             if (n == cap) {
                 cap = cap ? cap * 2 : 64;
@@ -133,19 +137,26 @@ void icx_counters_compute(const struct icx_trace *t, struct icx_counters *C)
         const struct icx_proc *p = t->procs[i];
         for (size_t k = 0; k < p->ncsamples; k++) {
             const struct icx_counter_sample *s = &p->csamples[k];
-            struct icx_counter_row *r = row_for(C, p->host ? p->host : "", s->bus);
+            struct icx_counter_row *r = row_for(C, p->host ? p->host : "", s->bus, s->nic);
             if (!r)
                 return;
-            r->resolution = 2 * 1024ull * s->links; /* a KiB lost per link at each end */
+            if (s->nic)
+                r->capacity_bps = s->rate_mbps * 1e6 / 8;
+            else
+                r->resolution = 2 * 1024ull * s->links; /* a KiB lost per link at each end */
             if (s->t < r->t0) {
                 r->t0 = s->t;
                 r->tx0 = s->tx;
                 r->rx0 = s->rx;
+                r->wait0 = s->xmit_wait;
+                r->discards0 = s->discards;
             }
             if (s->t > r->t1) {
                 r->t1 = s->t;
                 r->tx1 = s->tx;
                 r->rx1 = s->rx;
+                r->wait1 = s->xmit_wait;
+                r->discards1 = s->discards;
             }
         }
     }
@@ -161,7 +172,7 @@ void icx_counters_compute(const struct icx_trace *t, struct icx_counters *C)
                 int dev = end ? c->dst : c->src;
                 struct icx_counter_row *r = NULL;
                 for (size_t m = 0; m < C->n; m++)
-                    if (!strcmp(C->rows[m].host, p->host ? p->host : "") &&
+                    if (!C->rows[m].nic && !strcmp(C->rows[m].host, p->host ? p->host : "") &&
                         !strcmp(C->rows[m].bus, p->dev[dev].bus))
                         r = &C->rows[m];
                 if (!r || c->t_enter < r->t0 || c->t_enter > r->t1)
@@ -200,7 +211,7 @@ void icx_counters_print(FILE *out, const struct icx_counters *C)
     for (size_t i = 0; i < C->n; i++) {
         const struct icx_counter_row *r = &C->rows[i];
         uint64_t tx = r->tx1 - r->tx0, rx = r->rx1 - r->rx0;
-        if (!tx && !rx && !r->tx_explained && !r->rx_explained)
+        if (r->nic || (!tx && !rx && !r->tx_explained && !r->rx_explained))
             continue;
         if (!header++)
             fprintf(out,
@@ -232,19 +243,64 @@ void icx_counters_print(FILE *out, const struct icx_counters *C)
                 ">80% cap s");
         for (size_t i = 0; i < C->n; i++) {
             const struct icx_counter_row *r = &C->rows[i];
-            if (r->tx1 == r->tx0)
+            if (r->nic || r->tx1 == r->tx0)
                 continue;
             fprintf(out, "%-14s %12.2f %12.2f %12.1f %12.3f\n", r->bus, r->tx_mean_bps / 1e9,
                     r->tx_peak_bps / 1e9, r->capacity_bps / 1e9, r->tx_time_above_80);
         }
     }
+    ib_print(out, C);
+}
+
+/* InfiniBand ports: bytes, rates and congestion signals from their sysfs counters. */
+static void ib_print(FILE *out, const struct icx_counters *C)
+{
+    int header = 0;
+    for (size_t i = 0; i < C->n; i++) {
+        const struct icx_counter_row *r = &C->rows[i];
+        if (!r->nic || (r->tx1 == r->tx0 && r->rx1 == r->rx0))
+            continue;
+        if (!header++)
+            fprintf(out, "\nInfiniBand port counters\n%-10s %12s %12s %10s %10s %9s %10s %9s\n",
+                    "NIC", "TX", "RX", "mean GB/s", "peak GB/s", "cap GB/s", "xmit_wait",
+                    "discards");
+        char a[32], b[32];
+        icx_fmt_bytes(a, sizeof(a), (double)(r->tx1 - r->tx0));
+        icx_fmt_bytes(b, sizeof(b), (double)(r->rx1 - r->rx0));
+        fprintf(out, "%-10s %12s %12s %10.2f %10.2f %9.1f %10llu %9llu\n", r->bus, a, b,
+                r->tx_mean_bps / 1e9, r->tx_peak_bps / 1e9, r->capacity_bps / 1e9,
+                (unsigned long long)(r->wait1 - r->wait0),
+                (unsigned long long)(r->discards1 - r->discards0));
+    }
 }
 
 void icx_counters_json(struct icx_json *j, const struct icx_counters *C)
 {
+    icx_json_arr(j, "ib_counters");
+    for (size_t i = 0; i < C->n; i++) {
+        const struct icx_counter_row *r = &C->rows[i];
+        if (!r->nic)
+            continue;
+        icx_json_obj(j, NULL);
+        icx_json_str(j, "host", r->host);
+        icx_json_str(j, "nic", r->bus);
+        icx_json_num(j, "window_s", r->t1 - r->t0);
+        icx_json_int(j, "tx_bytes", (long long)(r->tx1 - r->tx0));
+        icx_json_int(j, "rx_bytes", (long long)(r->rx1 - r->rx0));
+        icx_json_num(j, "capacity_bytes_per_s", r->capacity_bps > 0 ? r->capacity_bps : NAN);
+        icx_json_num(j, "tx_mean_bytes_per_s", r->tx_mean_bps);
+        icx_json_num(j, "tx_peak_bytes_per_s", r->tx_peak_bps);
+        icx_json_num(j, "tx_time_above_80pct_s", r->tx_time_above_80);
+        icx_json_int(j, "xmit_wait", (long long)(r->wait1 - r->wait0));
+        icx_json_int(j, "xmit_discards", (long long)(r->discards1 - r->discards0));
+        icx_json_end(j);
+    }
+    icx_json_end(j);
     icx_json_arr(j, "nvlink_counters");
     for (size_t i = 0; i < C->n; i++) {
         const struct icx_counter_row *r = &C->rows[i];
+        if (r->nic)
+            continue;
         icx_json_obj(j, NULL);
         icx_json_str(j, "host", r->host);
         icx_json_str(j, "pci", r->bus);

@@ -202,6 +202,7 @@ void icx_cuda_detect_static(void);
 void icx_cuda_atfork_child(void);
 void icx_counters_sample(struct icx_frame *f, int force); /* topo.c: NVLink counters */
 void icx_nic_paths(struct icx_frame *f, int dev, const char *bus, int numa); /* nic.c */
+void icx_nic_sample(struct icx_frame *f, uint64_t now);                      /* nic.c */
 
 /* ---- placement (placement.c): the writer, but for icx_placement_host_buffer ---- */
 void icx_placement_tick(struct icx_frame *f);

@@ -145,3 +145,38 @@ void icx_nic_paths(struct icx_frame *f, int dev, const char *bus, int numa)
         }
     }
 }
+
+static int icx_read_u64(const char *nic, const char *counter, uint64_t *out)
+{
+    char rel[256], val[64];
+    int n =
+        snprintf(rel, sizeof(rel), "/sys/class/infiniband/%s/ports/1/counters/%s", nic, counter);
+    if (n < 0 || (size_t)n >= sizeof(rel) || icx_sysfs_read_path(rel, val, sizeof(val)) != 0)
+        return -1;
+    *out = strtoull(val, NULL, 10);
+    return 0;
+}
+
+/* Writer: one IB_COUNTERS record per NIC port that has counters. */
+void icx_nic_sample(struct icx_frame *f, uint64_t now)
+{
+    if (icx_nnics < 0)
+        icx_nics_load(f);
+    for (int i = 0; i < icx_nnics; i++) {
+        uint64_t tx, rx, wait = 0, discards = 0;
+        if (icx_read_u64(icx_nics[i].name, "port_xmit_data", &tx) != 0 ||
+            icx_read_u64(icx_nics[i].name, "port_rcv_data", &rx) != 0)
+            continue;
+        icx_read_u64(icx_nics[i].name, "port_xmit_wait", &wait);
+        icx_read_u64(icx_nics[i].name, "port_xmit_discards", &discards);
+        struct icx_rec_ib_counters *r =
+            icx_frame_put(f, ICX_REC_IB_COUNTERS, (uint32_t)i, sizeof(*r));
+        if (r) {
+            r->mono_ns = now;
+            r->tx_bytes = tx * 4; /* the data counters count 4-byte words */
+            r->rx_bytes = rx * 4;
+            r->xmit_wait = wait;
+            r->xmit_discards = discards;
+        }
+    }
+}

@@ -260,6 +260,7 @@ void icx_counters_sample(struct icx_frame *f, int force)
     if (!force && now - icx_last_sample_ns < (uint64_t)icx_cfg.sample_ms * 1000000ull)
         return;
     icx_last_sample_ns = now;
+    icx_nic_sample(f, now);
     icx_nvml_load();
     if (!icx_cdevs_ready)
         icx_counters_init();

@@ -61,7 +61,7 @@
  *    stack id) directly after an EVENT record gives that event's call stack.  SYMBOL maps an
  * address to a string id "function+0xoff (module)", written at the end of the stream.
  *
- * Version history: 1.0; 1.1 adds records 15-21 and 35-37, the DEVICE field local_cpus, and the
+ * Version history: 1.0; 1.1 adds records 15-22 and 35-37, the DEVICE field local_cpus, and the
  *    event flag ICX_EVF_D2H (readers of 1.0 skip all of them by size). */
 #ifndef ICX_TRACE_FORMAT_H
 #define ICX_TRACE_FORMAT_H
@@ -333,6 +333,14 @@ struct icx_rec_pci_path { /* aux = enum icx_pci_path */
     int32_t nic;    /* NIC index */
 };
 _Static_assert(sizeof(struct icx_rec_pci_path) == 16, "icx_rec_pci_path");
+
+struct icx_rec_ib_counters { /* aux = NIC index */
+    struct icx_rec h;
+    uint64_t mono_ns;
+    uint64_t tx_bytes, rx_bytes; /* cumulative */
+    uint64_t xmit_wait, xmit_discards;
+};
+_Static_assert(sizeof(struct icx_rec_ib_counters) == 48, "icx_rec_ib_counters");
 
 struct icx_rec_gpu_span { /* aux = device that executed the work */
     struct icx_rec h;

@@ -688,6 +688,40 @@ def test_counter_utilization_over_time():
         check(g0["tx_time_above_80pct_s"] >= 0.5 * busy, "above 80%%: %s of %.3f s" % (g0, busy))
 
 
+def test_ib_port_counters():
+    """IB port counters from sysfs: the 4-byte-word data counters become bytes, and the growth the
+    port's counters show while the job runs is reported per NIC (the test plays the NIC, raising
+    mlx5_0's counters during the run)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        fs = os.path.join(tmp, "fs")
+        make_sysfs(fs, TOPO)
+        ctr = os.path.join(fs, "sys", "class", "infiniband", "mlx5_0", "ports", "1", "counters")
+        env = env_for(tmp, ICX_SYSFS_ROOT=fs, ICX_SAMPLE_MS=10, ICX_FLUSH_MS=10)
+        p = subprocess.Popen([os.path.join(TESTS, "host_copies"), "0", "700"], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        time.sleep(0.2)
+        words = 0
+        for step in range(10):
+            words += 25000000  # 100 MB
+            for name, val in (("port_xmit_data", words), ("port_rcv_data", words // 2),
+                              ("port_xmit_wait", step + 1)):
+                tmpf = os.path.join(ctr, name + ".new")
+                with open(tmpf, "w") as f:
+                    f.write("%d\n" % val)
+                os.rename(tmpf, os.path.join(ctr, name))
+            time.sleep(0.02)
+        p.communicate(timeout=60)
+        check(p.returncode == 0, "workload rc %d" % p.returncode)
+        doc, _ = analyze([os.path.join(tmp, "trace.icx.zst")])
+        ib = {r["nic"]: r for r in doc["ib_counters"]}
+        m0 = ib["mlx5_0"]
+        check(m0["tx_bytes"] == 4 * words and m0["rx_bytes"] == 2 * words and m0["xmit_wait"] == 10,
+              "mlx5_0 %s" % m0)
+        check(m0["capacity_bytes_per_s"] == 50e9 and m0["tx_peak_bytes_per_s"] >= m0["tx_mean_bytes_per_s"] > 0,
+              "rates %s" % m0)
+        check(all(r["tx_bytes"] == 0 for n, r in ib.items() if n != "mlx5_0"), "others %s" % ib)
+
+
 def test_text_report():
     """The text report names links, kinds and the simulated device."""
     with tempfile.TemporaryDirectory() as tmp:

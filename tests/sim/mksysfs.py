@@ -96,6 +96,8 @@ def main(topo_path, root):
         write(os.path.join(ib, "ports", "1", "rate"), "%d Gb/sec (4X)" % rate)
         write(os.path.join(ib, "ports", "1", "link_layer"), kv.get("link_layer", "InfiniBand"))
         write(os.path.join(ib, "ports", "1", "state"), "4: ACTIVE")
+        for counter in ("port_xmit_data", "port_rcv_data", "port_xmit_wait", "port_xmit_discards"):
+            write(os.path.join(ib, "ports", "1", "counters", counter), "0")
 
 
 if __name__ == "__main__":
