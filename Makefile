@@ -21,6 +21,7 @@ SIM_NVML_SRC := tests/sim/nvml.c tests/sim/topo_file.c tests/sim/counters.c
 LIBICX := $(BUILD)/lib/libicxtrace.so
 ANALYZE := $(BUILD)/bin/icx-analyze
 ICXRUN := $(BUILD)/bin/icx-run
+ICXSIM := $(BUILD)/bin/icx-sim
 SIM_CUDART := $(BUILD)/sim/lib/libcudart.so.13
 SIM_NVML := $(BUILD)/sim/lib/libnvidia-ml.so.1
 TEST_PROGS := $(patsubst tests/e2e/%.c,$(BUILD)/tests/%,$(wildcard tests/e2e/*.c))
@@ -29,7 +30,7 @@ BENCH_PROGS := $(BUILD)/bench/bench_copy $(BUILD)/bench/null/libcudart.so.13 $(B
 
 .PHONY: all deps test demo sanitize bench clean format fuzz
 STATIC_TEST := $(if $(wildcard $(CUDA_HOME)/lib64/libcudart_static.a),$(BUILD)/tests/static/static_cudart)
-all: deps-ok $(LIBICX) $(ANALYZE) $(ICXRUN) $(SIM_CUDART) $(SIM_NVML) $(TEST_PROGS) $(UNIT_PROGS) \
+all: deps-ok $(LIBICX) $(ANALYZE) $(ICXRUN) $(ICXSIM) $(SIM_CUDART) $(SIM_NVML) $(TEST_PROGS) $(UNIT_PROGS) \
      $(BENCH_PROGS) $(STATIC_TEST)
 
 # Checked once per build directory; tools/install-deps.sh installs (root) or names what is missing.
@@ -61,6 +62,10 @@ $(ANALYZE): $(O)/analyzer/main.o $(BUILD)/lib/libicxreader.a
 	$(CC) $(SAN) -o $@ $^ -lzstd -lm
 
 $(ICXRUN): tools/icx-run
+	@mkdir -p $(dir $@)
+	install -m 755 $< $@
+
+$(ICXSIM): tools/icx-sim
 	@mkdir -p $(dir $@)
 	install -m 755 $< $@
 

@@ -722,6 +722,47 @@ def test_ib_port_counters():
         check(all(r["tx_bytes"] == 0 for n, r in ib.items() if n != "mlx5_0"), "others %s" % ib)
 
 
+def test_sim_job_2x8_misplacement():
+    """A 16-rank job over 2 simulated nodes (tools/icx-sim): a clean run has no findings; with rank 2
+    bound to the wrong socket and rank 13 staging through pinned memory on the remote node, exactly
+    those two are named, with the right NUMA nodes and fixes."""
+    if len(os.sched_getaffinity(0)) < 2 or not {0, 1} <= os.sched_getaffinity(0):
+        raise Skip("needs CPUs 0 and 1")
+    if open("/sys/devices/system/node/online").read().strip() != "0":
+        raise Skip("this machine has several real NUMA nodes; pinned pages may land on either")
+    sim = os.path.join(BUILD, "bin", "icx-sim")
+    work = os.path.join(TESTS, "rank_copies")
+    with tempfile.TemporaryDirectory() as tmp:
+        env = env_for(tmp)  # sanitizer runtime and options when SANITIZE
+        env["LD_PRELOAD"] = env["LD_PRELOAD"].replace(LIB, "").strip(":")
+        for k in ("LD_LIBRARY_PATH", "ICX_OUTPUT", "ICXSIM_TOPOLOGY"):
+            env.pop(k, None)
+        clean = os.path.join(tmp, "clean")
+        p = subprocess.run([sim, "--out", clean, "--", work, "300"], env=env, capture_output=True,
+                           text=True, timeout=300)
+        check(p.returncode == 0, "clean job: %s" % p.stderr)
+        doc, _ = analyze([os.path.join(clean, "traces")])
+        check(len(doc["processes"]) == 16 and doc["findings"] == [],
+              "clean: %d processes, findings %s" % (len(doc["processes"]), doc["findings"]))
+        if os.geteuid() == 0:
+            hosts = sorted({p["host"] for p in doc["processes"]})
+            check(hosts == ["simnode0", "simnode1"], "hosts %s" % hosts)
+        bad = os.path.join(tmp, "bad")
+        p = subprocess.run([sim, "--out", bad, "--misplace-cpu", "2", "--remote-memory", "13", "--",
+                            work, "300"], env=env, capture_output=True, text=True, timeout=300)
+        check(p.returncode == 0, "faulty job: %s" % p.stderr)
+        doc, _ = analyze([os.path.join(bad, "traces")])
+        f = sorted(doc["findings"], key=lambda x: x["ranks"])
+        check([x["ranks"] for x in f] == [[2], [13]] and all(x["kind"] == "numa_misaffinity" for x in f),
+              "findings %s" % f)
+        check("GPU on NUMA node 0" in f[0]["evidence"] and "on node 1" in f[0]["evidence"] and
+              "--cpunodebind=0 --membind=0" in f[0]["fix"], "rank 2: %s" % f[0])
+        check("GPU on NUMA node 1" in f[1]["evidence"] and "pinned buffers on node 0" in f[1]["evidence"]
+              and "--membind=1" in f[1]["fix"], "rank 13: %s" % f[1])
+        truth = json.load(open(os.path.join(bad, "truth.json")))
+        check(truth["misplace_cpu"] == [2] and truth["remote_memory"] == [13], "truth %s" % truth)
+
+
 def test_text_report():
     """The text report names links, kinds and the simulated device."""
     with tempfile.TemporaryDirectory() as tmp:
