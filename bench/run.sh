@@ -17,6 +17,7 @@ trap 'rm -rf "$tmp"' EXIT
 for r in $(seq "$ROUNDS"); do
     $B >>"$tmp/none"
     LD_PRELOAD="$(cd "$BUILD/bench" && pwd)/libfloor.so" $B >>"$tmp/floor"
+    rm -f "$tmp"/t-*.icx.zst* # each round's trace replaces the last (the tracer never overwrites)
     for mode in off sample all; do
         ICX_GPU_TIMING=$mode ICX_QUIET=1 ICX_OUTPUT="$tmp/t-$mode.icx.zst" LD_PRELOAD="$LIB" $B \
             >>"$tmp/$mode"

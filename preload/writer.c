@@ -146,9 +146,11 @@ static void icx_write_all(const uint8_t *p, size_t n)
 }
 
 /* Compress the current frame and append it to the file.  Writer lock held. */
+static int icx_open_file(void);
+
 static void icx_frame_emit(void)
 {
-    if (icx_cur.len == 0 || icx_fd < 0)
+    if (icx_cur.len == 0 || icx_open_file() != 0)
         return;
     size_t bound = ZSTD_compressBound(icx_cur.len);
     if (bound > icx_zcap) {
@@ -400,25 +402,45 @@ static int icx_mkdirs(const char *path)
     return 0;
 }
 
-static int icx_open_stream(void)
+/* Open the trace file, at the first flush rather than at start: a wrapper that exec()s the real
+ * program within ICX_FLUSH_MS (taskset, numactl, env) then leaves no stub trace behind.  Never
+ * clobber an existing trace: several processes given one file name (a wrapper script and the
+ * program it runs, ranks without %p in ICX_OUTPUT) would truncate each other's frames.  The first
+ * process gets the name; any other, or a rerun, gets name.<pid>.  Writer lock held. */
+static int icx_open_file(void)
 {
+    static int failed;
+    if (icx_fd >= 0 || failed)
+        return icx_fd >= 0 ? 0 : -1;
     icx_mkdirs(icx_cfg.output);
-    icx_fd = open(icx_cfg.output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    icx_fd = open(icx_cfg.output, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (icx_fd < 0 && errno == EEXIST) {
+        size_t l = strlen(icx_cfg.output);
+        int n = snprintf(icx_cfg.output + l, sizeof(icx_cfg.output) - l, ".%d", (int)getpid());
+        if (n > 0 && (size_t)n < sizeof(icx_cfg.output) - l)
+            icx_fd = open(icx_cfg.output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    }
     if (icx_fd < 0) {
+        failed = 1;
         icx_log("cannot open trace output %s: %s; running untraced\n", icx_cfg.output,
                 strerror(errno));
-        return -errno;
+        atomic_store(&icx_active, 0); /* the hooks pass straight through from now on */
+        icx_cur.len = 0;
+        return -1;
     }
+    return 0;
+}
+
+/* Start a process stream: its header frame (FILE_HEADER, identity, counter baseline, first clock
+ * pair) is built now, at start, and written with the first flush.  Writer lock held. */
+static int icx_open_stream(void)
+{
     if (!icx_cctx)
         icx_cctx = ZSTD_createCCtx();
-    if (!icx_cctx) {
-        close(icx_fd);
-        icx_fd = -1;
+    if (!icx_cctx)
         return -ENOMEM;
-    }
     ZSTD_CCtx_setParameter(icx_cctx, ZSTD_c_compressionLevel, icx_cfg.level);
     ZSTD_CCtx_setParameter(icx_cctx, ZSTD_c_checksumFlag, 1);
-    /* Stream header frame: FILE_HEADER, identity, first clock pair. */
     icx_cur.len = 0;
     struct icx_file_header *h = icx_frame_put(&icx_cur, ICX_REC_FILE_HEADER, 0, sizeof(*h));
     if (!h)
@@ -438,7 +460,6 @@ static int icx_open_stream(void)
     icx_emit_identity(&icx_cur);
     icx_counters_sample(&icx_cur, 1); /* the baseline, before the job moves a byte */
     icx_put_clock(&icx_cur);
-    icx_frame_emit();
     icx_ended = 0;
     return 0;
 }
@@ -467,11 +488,8 @@ int icx_writer_start(void)
     pthread_mutex_unlock(&icx_wlock);
     if (rc == 0)
         rc = icx_spawn_writer();
-    if (rc != 0 && icx_fd >= 0) {
-        icx_log("cannot start the writer thread (%s); running untraced\n", strerror(-rc));
-        close(icx_fd);
-        icx_fd = -1;
-    }
+    if (rc != 0)
+        icx_log("cannot start the writer (%s); running untraced\n", strerror(-rc));
     return rc;
 }
 
@@ -487,14 +505,14 @@ void icx_writer_stop(int exit_status)
     pthread_mutex_lock(&icx_wlock);
     int saved_guard = icx_self.guard;
     icx_self.guard = 1;
-    if (!icx_ended && icx_fd >= 0) {
+    if (!icx_ended) {
         icx_tick(1);
         icx_put_end(exit_status);
-        icx_frame_emit();
+        icx_frame_emit(); /* opens the file now for a process that lived less than a flush */
         uint64_t lost = 0;
         for (int i = 0; i < ICX_LOST_SLOTS; i++)
             lost += atomic_load(&icx_lost[i]);
-        if (!icx_cfg.quiet)
+        if (!icx_cfg.quiet && icx_fd >= 0)
             icx_log("trace written to %s (%llu events%s)\n", icx_cfg.output,
                     (unsigned long long)icx_events_written,
                     lost ? ", some lost: see icx-analyze" : "");

@@ -301,6 +301,36 @@ def test_output_placeholders_and_directory():
         check(len(files) == 1 and files[0].startswith(host + "-"), "dir output %s" % files)
 
 
+def test_existing_trace_never_clobbered():
+    """Two processes given the same output file: the second writes name.<pid>, both traces intact."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "same.icx.zst")
+        first = run([os.path.join(TESTS, "many_copies"), "10"], env_for(tmp, ICX_OUTPUT=out))
+        second = subprocess.Popen([os.path.join(TESTS, "many_copies"), "20"],
+                                  env=env_for(tmp, ICX_OUTPUT=out), stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        _, err = second.communicate()
+        check(second.returncode == 0 and ("%s.%d" % (out, second.pid)) in err, "stderr %r" % err)
+        a, _ = analyze([out])
+        b, _ = analyze(["%s.%d" % (out, second.pid)])
+        check(a["processes"][0]["peer_copies"] == 10 and b["processes"][0]["peer_copies"] == 20,
+              "%s %s" % (a["processes"][0]["peer_copies"], b["processes"][0]["peer_copies"]))
+        check(first.returncode == 0, "first")
+
+
+def test_exec_wrapper_leaves_one_trace():
+    """A wrapper that exec()s the program (taskset here; numactl, env alike) leaves no stub trace:
+    the file is opened at the first flush, and only the program's stream is in the directory."""
+    with tempfile.TemporaryDirectory() as tmp:
+        d = os.path.join(tmp, "out")
+        os.mkdir(d)
+        run(["taskset", "-c", "0", os.path.join(TESTS, "many_copies"), "10"], env_for(tmp, ICX_OUTPUT=d))
+        files = os.listdir(d)
+        check(len(files) == 1, "files %s" % files)
+        doc, _ = analyze([os.path.join(d, files[0])])
+        check(len(doc["processes"]) == 1 and doc["processes"][0]["peer_copies"] == 10, "%s" % doc["processes"])
+
+
 def test_concatenated_and_multi_file():
     """`cat a b` is a valid two-process trace; several files add up."""
     with tempfile.TemporaryDirectory() as tmp:
