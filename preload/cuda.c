@@ -355,8 +355,8 @@ icx_record_copy(enum icx_api api, uint32_t flags, uint64_t t0, uint64_t t1, size
     icx_commit(&slot);
 }
 
-static void icx_record_alloc(enum icx_record_type type, enum icx_api api, uint64_t t0, uint64_t t1,
-                             const void *ptr, size_t bytes, int dev, cudaError_t rc)
+void icx_record_alloc(enum icx_record_type type, enum icx_api api, uint64_t t0, uint64_t t1,
+                      const void *ptr, size_t bytes, int dev, cudaError_t rc)
 {
     struct icx_slot slot;
     struct icx_rec_cuda_alloc *r = icx_reserve(sizeof(*r), &slot);
@@ -396,11 +396,6 @@ static void icx_record_host_copy(enum icx_api api, int d2h, uint64_t t0, size_t 
     r->device = dev;
     r->result = rc;
     icx_commit(&slot);
-}
-
-static inline int icx_hooks_on(void)
-{
-    return atomic_load_explicit(&icx_active, memory_order_relaxed) && !icx_self.guard;
 }
 
 /* Every copy wrapper reads: enter (guard, optional GPU timing, timestamp), real call, exit
@@ -697,105 +692,4 @@ ICX_EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t stream)
 ICX_EXPORT cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t stream)
 {
     return icx_free_async(ICX_REAL(cudaFreeAsync_ptsz), ICX_API_cudaFreeAsync_ptsz, devPtr, stream);
-}
-
-/* ---- pinned host memory: where it lives decides how fast H2D/D2H copies go ---- */
-
-ICX_REAL_DECL(CUDART, cudaError_t, cudaHostAlloc, (void **, size_t, unsigned));
-ICX_REAL_DECL(CUDART, cudaError_t, cudaMallocHost, (void **, size_t));
-ICX_REAL_DECL(CUDART, cudaError_t, cudaHostRegister, (void *, size_t, unsigned));
-ICX_REAL_DECL(CUDART, cudaError_t, cudaFreeHost, (void *));
-ICX_REAL_DECL(CUDART, cudaError_t, cudaHostUnregister, (void *));
-
-/* The pages' NUMA node is asked at once (a control-plane call; a move_pages syscall): by the time
- * the writer drained the event the buffer could be gone. */
-static void icx_host_event(enum icx_record_type type, enum icx_api api, uint64_t t0,
-                           const void *ptr, size_t bytes, cudaError_t rc)
-{
-    icx_record_alloc(type, api, t0, icx_ticks(), ptr, bytes, -1, rc);
-    if (type == ICX_REC_HOST_ALLOC && rc == cudaSuccess && ptr) {
-        struct icx_slot slot;
-        struct icx_rec_host_numa *r = icx_reserve(sizeof(*r), &slot);
-        if (r && icx_placement_host_buffer(r, (uint64_t)(uintptr_t)ptr, bytes) == 0)
-            icx_commit(&slot);
-    }
-}
-
-ICX_EXPORT cudaError_t cudaHostAlloc(void **p, size_t size, unsigned flags)
-{
-    icx_real_cudaHostAlloc_t real = ICX_REAL(cudaHostAlloc);
-    if (ICX_UNLIKELY(!real))
-        return cudaErrorSharedObjectSymbolNotFound;
-    if (!icx_hooks_on())
-        return real(p, size, flags);
-    icx_self.guard = 1;
-    uint64_t t0 = icx_ticks();
-    cudaError_t rc = real(p, size, flags);
-    int saved_errno = errno;
-    icx_host_event(ICX_REC_HOST_ALLOC, ICX_API_cudaHostAlloc, t0,
-                   rc == cudaSuccess && p ? *p : NULL, size, rc);
-    icx_self.guard = 0;
-    errno = saved_errno;
-    return rc;
-}
-
-ICX_EXPORT cudaError_t cudaMallocHost(void **p, size_t size)
-{
-    icx_real_cudaMallocHost_t real = ICX_REAL(cudaMallocHost);
-    if (ICX_UNLIKELY(!real))
-        return cudaErrorSharedObjectSymbolNotFound;
-    if (!icx_hooks_on())
-        return real(p, size);
-    icx_self.guard = 1;
-    uint64_t t0 = icx_ticks();
-    cudaError_t rc = real(p, size);
-    int saved_errno = errno;
-    icx_host_event(ICX_REC_HOST_ALLOC, ICX_API_cudaMallocHost, t0,
-                   rc == cudaSuccess && p ? *p : NULL, size, rc);
-    icx_self.guard = 0;
-    errno = saved_errno;
-    return rc;
-}
-
-ICX_EXPORT cudaError_t cudaHostRegister(void *p, size_t size, unsigned flags)
-{
-    icx_real_cudaHostRegister_t real = ICX_REAL(cudaHostRegister);
-    if (ICX_UNLIKELY(!real))
-        return cudaErrorSharedObjectSymbolNotFound;
-    if (!icx_hooks_on())
-        return real(p, size, flags);
-    icx_self.guard = 1;
-    uint64_t t0 = icx_ticks();
-    cudaError_t rc = real(p, size, flags);
-    int saved_errno = errno;
-    icx_host_event(ICX_REC_HOST_ALLOC, ICX_API_cudaHostRegister, t0, p, size, rc);
-    icx_self.guard = 0;
-    errno = saved_errno;
-    return rc;
-}
-
-static cudaError_t icx_host_release(icx_real_cudaFreeHost_t real, enum icx_api api, void *p)
-{
-    if (ICX_UNLIKELY(!real))
-        return cudaErrorSharedObjectSymbolNotFound;
-    if (!icx_hooks_on() || !p)
-        return real(p);
-    icx_self.guard = 1;
-    uint64_t t0 = icx_ticks();
-    cudaError_t rc = real(p);
-    int saved_errno = errno;
-    icx_host_event(ICX_REC_HOST_FREE, api, t0, p, 0, rc);
-    icx_self.guard = 0;
-    errno = saved_errno;
-    return rc;
-}
-
-ICX_EXPORT cudaError_t cudaFreeHost(void *p)
-{
-    return icx_host_release(ICX_REAL(cudaFreeHost), ICX_API_cudaFreeHost, p);
-}
-
-ICX_EXPORT cudaError_t cudaHostUnregister(void *p)
-{
-    return icx_host_release(ICX_REAL(cudaHostUnregister), ICX_API_cudaHostUnregister, p);
 }

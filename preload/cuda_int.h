@@ -44,6 +44,16 @@ static inline int icx_stack_due(void)
     return want;
 }
 
+/* Tracing is on and this thread is not already inside a hook. */
+static inline int icx_hooks_on(void)
+{
+    return atomic_load_explicit(&icx_active, memory_order_relaxed) && !icx_self.guard;
+}
+
+/* An allocation-like event (CUDA_ALLOC/FREE, HOST_ALLOC/FREE) into this thread's ring (cuda.c). */
+void icx_record_alloc(enum icx_record_type type, enum icx_api api, uint64_t t0, uint64_t t1,
+                      const void *ptr, size_t bytes, int dev, cudaError_t rc);
+
 int icx_gpu_begin(struct icx_gpu_req *g, cudaStream_t stream);
 void icx_gpu_atfork_child(void);
 void icx_gpu_end(struct icx_gpu_req *g, cudaStream_t stream, cudaError_t rc);
