@@ -403,7 +403,7 @@ static int icx_mkdirs(const char *path)
 }
 
 /* Open the trace file, at the first flush rather than at start: a wrapper that exec()s the real
- * program within ICX_FLUSH_MS (taskset, numactl, env) then leaves no stub trace behind.  Never
+ * program within ICX_FLUSH_MS (taskset, numactl, env) then leaves no empty trace behind.  Never
  * clobber an existing trace: several processes given one file name (a wrapper script and the
  * program it runs, ranks without %p in ICX_OUTPUT) would truncate each other's frames.  The first
  * process gets the name; any other, or a rerun, gets name.<pid>.  Writer lock held. */

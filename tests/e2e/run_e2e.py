@@ -319,7 +319,7 @@ def test_existing_trace_never_clobbered():
 
 
 def test_exec_wrapper_leaves_one_trace():
-    """A wrapper that exec()s the program (taskset here; numactl, env alike) leaves no stub trace:
+    """A wrapper that exec()s the program (taskset here; numactl, env alike) leaves no empty trace of its own:
     the file is opened at the first flush, and only the program's stream is in the directory."""
     with tempfile.TemporaryDirectory() as tmp:
         d = os.path.join(tmp, "out")
