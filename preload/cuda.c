@@ -264,9 +264,10 @@ static void icx_capture_ended(void)
         ;
 }
 
-ICX_EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mode)
+/* Each pair below (plain and _ptsz) differs only in the real function it calls. */
+static cudaError_t icx_begin_capture(icx_real_cudaStreamBeginCapture_t real, cudaStream_t s,
+                                     enum cudaStreamCaptureMode mode)
 {
-    icx_real_cudaStreamBeginCapture_t real = ICX_REAL(cudaStreamBeginCapture);
     if (ICX_UNLIKELY(!real))
         return cudaErrorSharedObjectSymbolNotFound;
     cudaError_t rc = real(s, mode);
@@ -274,12 +275,25 @@ ICX_EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCap
     return rc;
 }
 
+ICX_EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mode)
+{
+    return icx_begin_capture(ICX_REAL(cudaStreamBeginCapture), s, mode);
+}
+
 ICX_EXPORT cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t s, enum cudaStreamCaptureMode mode)
 {
-    icx_real_cudaStreamBeginCapture_ptsz_t real = ICX_REAL(cudaStreamBeginCapture_ptsz);
+    return icx_begin_capture(ICX_REAL(cudaStreamBeginCapture_ptsz), s, mode);
+}
+
+static cudaError_t icx_begin_capture_to_graph(icx_real_cudaStreamBeginCaptureToGraph_t real,
+                                              cudaStream_t s, cudaGraph_t g,
+                                              const cudaGraphNode_t *deps,
+                                              const cudaGraphEdgeData *edges, size_t n,
+                                              enum cudaStreamCaptureMode mode)
+{
     if (ICX_UNLIKELY(!real))
         return cudaErrorSharedObjectSymbolNotFound;
-    cudaError_t rc = real(s, mode);
+    cudaError_t rc = real(s, g, deps, edges, n, mode);
     icx_capture_begun(rc);
     return rc;
 }
@@ -289,12 +303,8 @@ ICX_EXPORT cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t s, cudaGraph_t
                                                      const cudaGraphEdgeData *edges, size_t n,
                                                      enum cudaStreamCaptureMode mode)
 {
-    icx_real_cudaStreamBeginCaptureToGraph_t real = ICX_REAL(cudaStreamBeginCaptureToGraph);
-    if (ICX_UNLIKELY(!real))
-        return cudaErrorSharedObjectSymbolNotFound;
-    cudaError_t rc = real(s, g, deps, edges, n, mode);
-    icx_capture_begun(rc);
-    return rc;
+    return icx_begin_capture_to_graph(ICX_REAL(cudaStreamBeginCaptureToGraph), s, g, deps, edges, n,
+                                      mode);
 }
 
 ICX_EXPORT cudaError_t cudaStreamBeginCaptureToGraph_ptsz(cudaStream_t s, cudaGraph_t g,
@@ -302,18 +312,13 @@ ICX_EXPORT cudaError_t cudaStreamBeginCaptureToGraph_ptsz(cudaStream_t s, cudaGr
                                                           const cudaGraphEdgeData *edges, size_t n,
                                                           enum cudaStreamCaptureMode mode)
 {
-    icx_real_cudaStreamBeginCaptureToGraph_ptsz_t real =
-        ICX_REAL(cudaStreamBeginCaptureToGraph_ptsz);
-    if (ICX_UNLIKELY(!real))
-        return cudaErrorSharedObjectSymbolNotFound;
-    cudaError_t rc = real(s, g, deps, edges, n, mode);
-    icx_capture_begun(rc);
-    return rc;
+    return icx_begin_capture_to_graph(ICX_REAL(cudaStreamBeginCaptureToGraph_ptsz), s, g, deps,
+                                      edges, n, mode);
 }
 
-ICX_EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g)
+static cudaError_t icx_end_capture(icx_real_cudaStreamEndCapture_t real, cudaStream_t s,
+                                   cudaGraph_t *g)
 {
-    icx_real_cudaStreamEndCapture_t real = ICX_REAL(cudaStreamEndCapture);
     if (ICX_UNLIKELY(!real))
         return cudaErrorSharedObjectSymbolNotFound;
     cudaError_t rc = real(s, g);
@@ -321,14 +326,14 @@ ICX_EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g)
     return rc;
 }
 
+ICX_EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g)
+{
+    return icx_end_capture(ICX_REAL(cudaStreamEndCapture), s, g);
+}
+
 ICX_EXPORT cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t s, cudaGraph_t *g)
 {
-    icx_real_cudaStreamEndCapture_ptsz_t real = ICX_REAL(cudaStreamEndCapture_ptsz);
-    if (ICX_UNLIKELY(!real))
-        return cudaErrorSharedObjectSymbolNotFound;
-    cudaError_t rc = real(s, g);
-    icx_capture_ended();
-    return rc;
+    return icx_end_capture(ICX_REAL(cudaStreamEndCapture_ptsz), s, g);
 }
 
 /* ---- recording ---- */
@@ -611,13 +616,12 @@ ICX_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
         return cudaErrorSharedObjectSymbolNotFound;
     if (!icx_hooks_on())
         return real(devPtr, size);
-    icx_self.guard = 1;
-    uint64_t t0 = icx_ticks();
+    struct icx_call c;
+    icx_call_enter(&c);
     cudaError_t rc = real(devPtr, size);
-    int saved_errno = errno;
-    icx_alloc_done(ICX_API_cudaMalloc, t0, rc, devPtr, size, icx_current_device());
-    icx_self.guard = 0;
-    errno = saved_errno;
+    icx_call_returned(&c);
+    icx_alloc_done(ICX_API_cudaMalloc, c.t0, rc, devPtr, size, icx_current_device());
+    icx_call_exit(&c);
     return rc;
 }
 
@@ -628,13 +632,12 @@ ICX_EXPORT cudaError_t cudaFree(void *devPtr)
         return cudaErrorSharedObjectSymbolNotFound;
     if (!icx_hooks_on() || !devPtr)
         return real(devPtr);
-    icx_self.guard = 1;
-    uint64_t t0 = icx_ticks();
+    struct icx_call c;
+    icx_call_enter(&c);
     cudaError_t rc = real(devPtr);
-    int saved_errno = errno;
-    icx_free_done(ICX_API_cudaFree, t0, rc, devPtr);
-    icx_self.guard = 0;
-    errno = saved_errno;
+    icx_call_returned(&c);
+    icx_free_done(ICX_API_cudaFree, c.t0, rc, devPtr);
+    icx_call_exit(&c);
     return rc;
 }
 
@@ -645,13 +648,12 @@ static inline cudaError_t icx_malloc_async(icx_real_cudaMallocAsync_t real, enum
         return cudaErrorSharedObjectSymbolNotFound;
     if (!icx_hooks_on())
         return real(devPtr, size, stream);
-    icx_self.guard = 1;
-    uint64_t t0 = icx_ticks();
+    struct icx_call c;
+    icx_call_enter(&c);
     cudaError_t rc = real(devPtr, size, stream);
-    int saved_errno = errno;
-    icx_alloc_done(api, t0, rc, devPtr, size, icx_stream_device(stream));
-    icx_self.guard = 0;
-    errno = saved_errno;
+    icx_call_returned(&c);
+    icx_alloc_done(api, c.t0, rc, devPtr, size, icx_stream_device(stream));
+    icx_call_exit(&c);
     return rc;
 }
 
@@ -674,13 +676,12 @@ static inline cudaError_t icx_free_async(icx_real_cudaFreeAsync_t real, enum icx
         return cudaErrorSharedObjectSymbolNotFound;
     if (!icx_hooks_on() || !devPtr)
         return real(devPtr, stream);
-    icx_self.guard = 1;
-    uint64_t t0 = icx_ticks();
+    struct icx_call c;
+    icx_call_enter(&c);
     cudaError_t rc = real(devPtr, stream);
-    int saved_errno = errno;
-    icx_free_done(api, t0, rc, devPtr);
-    icx_self.guard = 0;
-    errno = saved_errno;
+    icx_call_returned(&c);
+    icx_free_done(api, c.t0, rc, devPtr);
+    icx_call_exit(&c);
     return rc;
 }
 

@@ -2,8 +2,6 @@
  * Where pinned buffers live decides how fast host<->device copies go, so each records the NUMA
  * node of a sample of the buffer's pages (see placement.c). */
 #include <cuda_runtime_api.h>
-#include <errno.h>
-
 #include "cuda_int.h"
 
 #define ICX_EXPORT __attribute__((visibility("default")))
@@ -29,6 +27,16 @@ static void icx_host_event(enum icx_record_type type, enum icx_api api, uint64_t
     }
 }
 
+/* Shared by the three ways of getting pinned memory: their real calls differ, the rest does not. */
+static cudaError_t icx_pinned_done(struct icx_call *c, enum icx_api api, cudaError_t rc,
+                                   const void *ptr, size_t size)
+{
+    icx_call_returned(c);
+    icx_host_event(ICX_REC_HOST_ALLOC, api, c->t0, rc == cudaSuccess ? ptr : NULL, size, rc);
+    icx_call_exit(c);
+    return rc;
+}
+
 ICX_EXPORT cudaError_t cudaHostAlloc(void **p, size_t size, unsigned flags)
 {
     icx_real_cudaHostAlloc_t real = ICX_REAL(cudaHostAlloc);
@@ -36,15 +44,10 @@ ICX_EXPORT cudaError_t cudaHostAlloc(void **p, size_t size, unsigned flags)
         return cudaErrorSharedObjectSymbolNotFound;
     if (!icx_hooks_on())
         return real(p, size, flags);
-    icx_self.guard = 1;
-    uint64_t t0 = icx_ticks();
+    struct icx_call c;
+    icx_call_enter(&c);
     cudaError_t rc = real(p, size, flags);
-    int saved_errno = errno;
-    icx_host_event(ICX_REC_HOST_ALLOC, ICX_API_cudaHostAlloc, t0,
-                   rc == cudaSuccess && p ? *p : NULL, size, rc);
-    icx_self.guard = 0;
-    errno = saved_errno;
-    return rc;
+    return icx_pinned_done(&c, ICX_API_cudaHostAlloc, rc, p ? *p : NULL, size);
 }
 
 ICX_EXPORT cudaError_t cudaMallocHost(void **p, size_t size)
@@ -54,15 +57,10 @@ ICX_EXPORT cudaError_t cudaMallocHost(void **p, size_t size)
         return cudaErrorSharedObjectSymbolNotFound;
     if (!icx_hooks_on())
         return real(p, size);
-    icx_self.guard = 1;
-    uint64_t t0 = icx_ticks();
+    struct icx_call c;
+    icx_call_enter(&c);
     cudaError_t rc = real(p, size);
-    int saved_errno = errno;
-    icx_host_event(ICX_REC_HOST_ALLOC, ICX_API_cudaMallocHost, t0,
-                   rc == cudaSuccess && p ? *p : NULL, size, rc);
-    icx_self.guard = 0;
-    errno = saved_errno;
-    return rc;
+    return icx_pinned_done(&c, ICX_API_cudaMallocHost, rc, p ? *p : NULL, size);
 }
 
 ICX_EXPORT cudaError_t cudaHostRegister(void *p, size_t size, unsigned flags)
@@ -72,14 +70,10 @@ ICX_EXPORT cudaError_t cudaHostRegister(void *p, size_t size, unsigned flags)
         return cudaErrorSharedObjectSymbolNotFound;
     if (!icx_hooks_on())
         return real(p, size, flags);
-    icx_self.guard = 1;
-    uint64_t t0 = icx_ticks();
+    struct icx_call c;
+    icx_call_enter(&c);
     cudaError_t rc = real(p, size, flags);
-    int saved_errno = errno;
-    icx_host_event(ICX_REC_HOST_ALLOC, ICX_API_cudaHostRegister, t0, p, size, rc);
-    icx_self.guard = 0;
-    errno = saved_errno;
-    return rc;
+    return icx_pinned_done(&c, ICX_API_cudaHostRegister, rc, p, size);
 }
 
 static cudaError_t icx_host_release(icx_real_cudaFreeHost_t real, enum icx_api api, void *p)
@@ -88,13 +82,12 @@ static cudaError_t icx_host_release(icx_real_cudaFreeHost_t real, enum icx_api a
         return cudaErrorSharedObjectSymbolNotFound;
     if (!icx_hooks_on() || !p)
         return real(p);
-    icx_self.guard = 1;
-    uint64_t t0 = icx_ticks();
+    struct icx_call c;
+    icx_call_enter(&c);
     cudaError_t rc = real(p);
-    int saved_errno = errno;
-    icx_host_event(ICX_REC_HOST_FREE, api, t0, p, 0, rc);
-    icx_self.guard = 0;
-    errno = saved_errno;
+    icx_call_returned(&c);
+    icx_host_event(ICX_REC_HOST_FREE, api, c.t0, p, 0, rc);
+    icx_call_exit(&c);
     return rc;
 }
 

@@ -1,17 +1,28 @@
-/* Workload: host<->device copies between a pinned host buffer (cudaHostAlloc) and device argv[1]
- * for argv[2] milliseconds, from the main thread.  Where this process runs (taskset) and where the
- * buffer's pages live decide whether icxtrace calls it misplaced. */
+/* Workload: host<->device copies between a host buffer and one device for argv[2] milliseconds,
+ * from the main thread.  argv[1]: the device, or "local" for $LOCAL_RANK (a rank of a simulated
+ * job, tools/icx-sim).  argv[3]: "pinned" (cudaHostAlloc, the default), "pageable" (malloc), or
+ * "env": pinned when ICXSIM_PINNED=1 (how icx-sim injects pinned buffers on the remote node). Where
+ * this process runs (taskset) and where the buffer's pages live decide whether icxtrace calls it
+ * misplaced. */
 #include <cuda_runtime_api.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 int main(int argc, char **argv)
 {
-    int dev = argc > 1 ? atoi(argv[1]) : 0;
+    const char *devarg = argc > 1 ? argv[1] : "0", *mode = argc > 3 ? argv[3] : "pinned";
+    const char *lr = getenv("LOCAL_RANK"), *env_pinned = getenv("ICXSIM_PINNED");
+    int dev = strcmp(devarg, "local") == 0 ? (lr ? atoi(lr) : 0) : atoi(devarg);
     long ms = argc > 2 ? atol(argv[2]) : 300;
-    size_t n = 1u << 20;
-    void *host, *d;
-    if (cudaSetDevice(dev) || cudaHostAlloc(&host, n, cudaHostAllocDefault) || cudaMalloc(&d, n))
+    int pinned = strcmp(mode, "pinned") == 0 ||
+                 (strcmp(mode, "env") == 0 && env_pinned && strcmp(env_pinned, "1") == 0);
+    size_t n = pinned ? 1u << 20 : 256u << 10;
+    void *host = NULL, *d;
+    if (cudaSetDevice(dev) || cudaMalloc(&d, n))
+        return 2;
+    if (pinned ? cudaHostAlloc(&host, n, cudaHostAllocDefault) != cudaSuccess
+               : !(host = calloc(1, n)))
         return 2;
     struct timespec t0, t;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -21,5 +32,8 @@ int main(int argc, char **argv)
             return 2;
         clock_gettime(CLOCK_MONOTONIC, &t);
     } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < ms);
-    return cudaFreeHost(host) == cudaSuccess ? 0 : 2;
+    if (pinned)
+        return cudaFreeHost(host) == cudaSuccess ? 0 : 2;
+    free(host);
+    return 0;
 }

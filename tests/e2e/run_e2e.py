@@ -761,14 +761,14 @@ def test_sim_job_2x8_misplacement():
     if open("/sys/devices/system/node/online").read().strip() != "0":
         raise Skip("this machine has several real NUMA nodes; pinned pages may land on either")
     sim = os.path.join(BUILD, "bin", "icx-sim")
-    work = os.path.join(TESTS, "rank_copies")
+    work = os.path.join(TESTS, "host_copies")
     with tempfile.TemporaryDirectory() as tmp:
         env = env_for(tmp)  # sanitizer runtime and options when SANITIZE
         env["LD_PRELOAD"] = env["LD_PRELOAD"].replace(LIB, "").strip(":")
         for k in ("LD_LIBRARY_PATH", "ICX_OUTPUT", "ICXSIM_TOPOLOGY"):
             env.pop(k, None)
         clean = os.path.join(tmp, "clean")
-        p = subprocess.run([sim, "--out", clean, "--", work, "300"], env=env, capture_output=True,
+        p = subprocess.run([sim, "--out", clean, "--", work, "local", "300", "env"], env=env, capture_output=True,
                            text=True, timeout=300)
         check(p.returncode == 0, "clean job: %s" % p.stderr)
         doc, _ = analyze([os.path.join(clean, "traces")])
@@ -779,7 +779,7 @@ def test_sim_job_2x8_misplacement():
             check(hosts == ["simnode0", "simnode1"], "hosts %s" % hosts)
         bad = os.path.join(tmp, "bad")
         p = subprocess.run([sim, "--out", bad, "--misplace-cpu", "2", "--remote-memory", "13", "--",
-                            work, "300"], env=env, capture_output=True, text=True, timeout=300)
+                            work, "local", "300", "env"], env=env, capture_output=True, text=True, timeout=300)
         check(p.returncode == 0, "faulty job: %s" % p.stderr)
         doc, _ = analyze([os.path.join(bad, "traces")])
         f = sorted(doc["findings"], key=lambda x: x["ranks"])
