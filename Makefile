@@ -26,11 +26,14 @@ SIM_CUDART := $(BUILD)/sim/lib/libcudart.so.13
 SIM_NVML := $(BUILD)/sim/lib/libnvidia-ml.so.1
 TEST_PROGS := $(patsubst tests/e2e/%.c,$(BUILD)/tests/%,$(wildcard tests/e2e/*.c))
 UNIT_PROGS := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit_%,$(wildcard tests/unit/*.c))
-BENCH_PROGS := $(BUILD)/bench/bench_copy $(BUILD)/bench/null/libcudart.so.13 $(BUILD)/bench/libfloor.so
+BENCH_PROGS := $(BUILD)/bench/bench_copy $(BUILD)/bench/null/libcudart.so.13 $(BUILD)/bench/libfloor.so \
+               $(BUILD)/bench/bench_post_send $(BUILD)/bench/null/libibverbs.so.1
 
 .PHONY: all deps test demo sanitize bench clean format fuzz
+VERBS_PROGS := $(BUILD)/tests/verbs/verbs_loop $(BUILD)/tests/verbs/verbs_loop_dl \
+               $(BUILD)/tests/verbs/dl_next
 STATIC_TEST := $(if $(wildcard $(CUDA_HOME)/lib64/libcudart_static.a),$(BUILD)/tests/static/static_cudart)
-all: deps-ok $(LIBICX) $(ANALYZE) $(ICXRUN) $(ICXSIM) $(SIM_CUDART) $(SIM_NVML) $(TEST_PROGS) $(UNIT_PROGS) \
+all: deps-ok $(LIBICX) $(ANALYZE) $(ICXRUN) $(ICXSIM) $(SIM_CUDART) $(SIM_NVML) $(TEST_PROGS) $(UNIT_PROGS) $(VERBS_PROGS) \
      $(BENCH_PROGS) $(STATIC_TEST)
 
 # Checked once per build directory; tools/install-deps.sh installs (root) or names what is missing.
@@ -99,6 +102,24 @@ $(BUILD)/tests/copy_plugin.so: tests/plugin/copy_plugin.c $(SIM_CUDART)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -fPIC -shared -fvisibility=hidden -o $@ $< -L$(BUILD)/sim/lib -lcudart
 
+# Verbs workloads: linked to the real libibverbs, and one that dlopen()s it as NCCL does.
+$(BUILD)/tests/verbs/verbs_loop: tests/verbs/verbs_loop.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -o $@ $< -libverbs
+
+$(BUILD)/tests/verbs/verbs_loop_dl: tests/verbs/verbs_loop.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -DICX_DLOPEN -o $@ $< -ldl
+
+# dlsym(RTLD_NEXT) from a library must stay relative to that library under the preload.
+$(BUILD)/tests/verbs/libnext_%.so: tests/verbs/next_lib.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -fPIC -shared -DNEXT_NAME="'$*'" -o $@ $< -ldl
+
+$(BUILD)/tests/verbs/dl_next: tests/verbs/dl_next.c $(BUILD)/tests/verbs/libnext_a.so \
+                              $(BUILD)/tests/verbs/libnext_b.so
+	$(CC) $(BASE_CFLAGS) -o $@ $< -L$(BUILD)/tests/verbs -Wl,-rpath,'$$ORIGIN' -Wl,--no-as-needed -lnext_a -lnext_b -ldl
+
 # Statically linked CUDA runtime (nvcc's default): the tracer must detect it.
 $(BUILD)/tests/static/static_cudart: tests/static/static_cudart.c
 	@mkdir -p $(dir $@)
@@ -114,6 +135,16 @@ $(BUILD)/bench/null/libcudart.so.13: bench/nullcudart.c
 	$(CC) $(BASE_CFLAGS) -fPIC -shared -Wl,-soname,libcudart.so.13 \
 	    -Wl,--version-script=tests/sim/cudart.map -o $@ $<
 
+$(BUILD)/bench/null/libibverbs.so.1: bench/nullverbs.c bench/nullverbs.map
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -fPIC -shared -Wl,-soname,libibverbs.so.1 \
+	    -Wl,--version-script=bench/nullverbs.map -o $@ $<
+
+$(BUILD)/bench/bench_post_send: bench/bench_post_send.c $(BUILD)/bench/null/libibverbs.so.1
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -O2 -o $@ $< -L$(BUILD)/bench/null -l:libibverbs.so.1 \
+	    -Wl,-rpath,'$$ORIGIN/null'
+
 $(BUILD)/bench/libfloor.so: bench/floor_preload.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -fPIC -shared -fvisibility=hidden -o $@ $< -ldl
@@ -124,6 +155,7 @@ $(BUILD)/bench/bench_copy: bench/bench_copy.c $(BUILD)/bench/null/libcudart.so.1
 	    -Wl,-rpath,'$$ORIGIN/null'
 
 test: all
+	@sh tools/install-deps.sh vm
 	@BUILD=$(BUILD) sh tests/run.sh
 	@if [ -z "$(SAN)" ] && [ -z "$(NO_SANITIZE)" ]; then $(MAKE) --no-print-directory sanitize; fi
 

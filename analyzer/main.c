@@ -102,6 +102,7 @@ static int cmd_analyze(FILE *out, const struct icx_opts *o, const struct icx_tra
     icx_numa_compute(t, &N, &F);
     icx_counters_compute(t, &C);
     icx_counters_over_time(t, &C);
+    struct icx_verbs *V = icx_verbs_compute(t, &F);
     if (o->json) {
         struct icx_json j;
         icx_json_begin(&j, out);
@@ -112,6 +113,7 @@ static int cmd_analyze(FILE *out, const struct icx_opts *o, const struct icx_tra
         icx_topo_json(&j, t, &L);
         icx_counters_json(&j, &C);
         icx_numa_json(&j, &N);
+        icx_verbs_json(&j, V);
         icx_findings_json(&j, &F);
         icx_json_end(&j);
     } else {
@@ -120,12 +122,14 @@ static int cmd_analyze(FILE *out, const struct icx_opts *o, const struct icx_tra
         icx_topo_print(out, t, &L);
         icx_counters_print(out, &C);
         icx_numa_print(out, &N);
+        icx_verbs_print(out, V);
         icx_findings_print(out, &F);
     }
     icx_links_free(&L);
     icx_numa_free(&N);
     icx_findings_free(&F);
     icx_counters_free(&C);
+    icx_verbs_free(V);
     return 0;
 }
 

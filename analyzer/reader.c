@@ -67,7 +67,7 @@ static uint32_t rd32(const uint8_t *p)
 }
 
 /* Grow *arr (element size sz) to hold n+1 elements. */
-static int grow(void **arr, size_t *cap, size_t n, size_t sz)
+int icx_grow(void **arr, size_t *cap, size_t n, size_t sz)
 {
     if (n < *cap)
         return 0;
@@ -105,7 +105,7 @@ struct decoder {
 static struct icx_proc *proc_new(struct decoder *d)
 {
     struct icx_trace *t = d->t;
-    if (grow((void **)&t->procs, &t->cap_procs, t->nprocs, sizeof(*t->procs)))
+    if (icx_grow((void **)&t->procs, &t->cap_procs, t->nprocs, sizeof(*t->procs)))
         return NULL;
     struct icx_proc *p = calloc(1, sizeof(*p));
     if (!p)
@@ -207,7 +207,7 @@ static int decode_record(struct decoder *d, const struct icx_rec *r, char *err, 
         break;
     case ICX_REC_CLOCK:
         if (size >= sizeof(struct icx_rec_clock) &&
-            !grow((void **)&p->clocks, &p->cap_clocks, p->nclocks, sizeof(*p->clocks))) {
+            !icx_grow((void **)&p->clocks, &p->cap_clocks, p->nclocks, sizeof(*p->clocks))) {
             const struct icx_rec_clock *c = (const void *)r;
             p->clocks[p->nclocks++] = (struct icx_clockpt){c->ticks, c->mono_ns, c->real_ns};
         }
@@ -283,7 +283,7 @@ static int decode_record(struct decoder *d, const struct icx_rec *r, char *err, 
         break;
     case ICX_REC_NVLINK_COUNTERS:
         if (size >= sizeof(struct icx_rec_nvlink_counters) &&
-            !grow((void **)&p->csamples, &p->cap_csamples, p->ncsamples, sizeof(*p->csamples))) {
+            !icx_grow((void **)&p->csamples, &p->cap_csamples, p->ncsamples, sizeof(*p->csamples))) {
             const struct icx_rec_nvlink_counters *x = (const void *)r;
             struct icx_counter_sample *c = &p->csamples[p->ncsamples++];
             memset(c, 0, sizeof(*c));
@@ -317,7 +317,7 @@ static int decode_record(struct decoder *d, const struct icx_rec *r, char *err, 
         break;
     case ICX_REC_IB_COUNTERS:
         if (size >= sizeof(struct icx_rec_ib_counters) && r->aux < ICX_RD_MAX_NICS &&
-            !grow((void **)&p->csamples, &p->cap_csamples, p->ncsamples, sizeof(*p->csamples))) {
+            !icx_grow((void **)&p->csamples, &p->cap_csamples, p->ncsamples, sizeof(*p->csamples))) {
             const struct icx_rec_ib_counters *x = (const void *)r;
             struct icx_counter_sample *c = &p->csamples[p->ncsamples++];
             memset(c, 0, sizeof(*c));
@@ -333,7 +333,7 @@ static int decode_record(struct decoder *d, const struct icx_rec *r, char *err, 
         break;
     case ICX_REC_HOST_NUMA:
         if (size >= sizeof(struct icx_rec_host_numa) &&
-            !grow((void **)&p->hbufs, &p->cap_hbufs, p->nhbufs, sizeof(*p->hbufs))) {
+            !icx_grow((void **)&p->hbufs, &p->cap_hbufs, p->nhbufs, sizeof(*p->hbufs))) {
             const struct icx_rec_host_numa *x = (const void *)r;
             p->hbufs[p->nhbufs++] =
                 (struct icx_host_buffer){x->ptr, x->bytes, x->node, x->pages_sampled};
@@ -341,7 +341,7 @@ static int decode_record(struct decoder *d, const struct icx_rec *r, char *err, 
         break;
     case ICX_REC_LINK:
         if (size >= sizeof(struct icx_rec_link) &&
-            !grow((void **)&p->links, &p->cap_links, p->nlinks, sizeof(*p->links))) {
+            !icx_grow((void **)&p->links, &p->cap_links, p->nlinks, sizeof(*p->links))) {
             const struct icx_rec_link *x = (const void *)r;
             p->links[p->nlinks++] = (struct icx_rd_link){x->src_dev, x->dst_dev, r->aux,
                                                          x->nlinks,  x->flags,   x->capacity_bps};
@@ -372,7 +372,7 @@ static int decode_record(struct decoder *d, const struct icx_rec *r, char *err, 
             const struct icx_rec_stack *x = (const void *)r;
             uint32_t depth = x->depth;
             if (depth > (size - sizeof(*x)) / 8 ||
-                grow((void **)&p->stacks, &p->cap_stacks, p->nstacks, sizeof(*p->stacks)))
+                icx_grow((void **)&p->stacks, &p->cap_stacks, p->nstacks, sizeof(*p->stacks)))
                 break;
             uint64_t *pc = malloc(depth ? depth * sizeof(*pc) : 1);
             if (!pc)
@@ -387,14 +387,14 @@ static int decode_record(struct decoder *d, const struct icx_rec *r, char *err, 
         break;
     case ICX_REC_SYMBOL:
         if (size >= sizeof(struct icx_rec_symbol) &&
-            !grow((void **)&p->symbols, &p->cap_symbols, p->nsymbols, sizeof(*p->symbols))) {
+            !icx_grow((void **)&p->symbols, &p->cap_symbols, p->nsymbols, sizeof(*p->symbols))) {
             const struct icx_rec_symbol *x = (const void *)r;
             p->symbols[p->nsymbols++] = (struct icx_symbol){x->addr, dupstr(str_of(p, x->text))};
         }
         break;
     case ICX_REC_GPU_SPAN:
         if (size >= sizeof(struct icx_rec_gpu_span) &&
-            !grow((void **)&p->spans, &p->cap_spans, p->nspans, sizeof(*p->spans))) {
+            !icx_grow((void **)&p->spans, &p->cap_spans, p->nspans, sizeof(*p->spans))) {
             const struct icx_rec_gpu_span *x = (const void *)r;
             p->spans[p->nspans++] = (struct icx_span){x->copy_id, x->start_ns, x->end_ns};
         }
@@ -420,7 +420,7 @@ static int decode_record(struct decoder *d, const struct icx_rec *r, char *err, 
             th->cuda_events++;
         if (r->type == ICX_REC_CUDA_HOST_COPY) {
             if (size >= sizeof(struct icx_rec_cuda_host_copy) &&
-                !grow((void **)&p->hcopies, &p->cap_hcopies, p->nhcopies, sizeof(*p->hcopies))) {
+                !icx_grow((void **)&p->hcopies, &p->cap_hcopies, p->nhcopies, sizeof(*p->hcopies))) {
                 const struct icx_rec_cuda_host_copy *h = (const void *)r;
                 p->hcopies[p->nhcopies++] =
                     (struct icx_host_copy){h->host_ptr, h->bytes, h->device, h->result,
@@ -433,7 +433,7 @@ static int decode_record(struct decoder *d, const struct icx_rec *r, char *err, 
         } else if (r->type == ICX_REC_CUDA_FREE) {
             p->nfrees++;
         } else if (size >= sizeof(struct icx_rec_cuda_copy) &&
-                   !grow((void **)&p->copies, &p->cap_copies, p->ncopies, sizeof(*p->copies))) {
+                   !icx_grow((void **)&p->copies, &p->cap_copies, p->ncopies, sizeof(*p->copies))) {
             const struct icx_rec_cuda_copy *c = (const void *)r;
             struct icx_copy *o = &p->copies[p->ncopies++];
             memset(o, 0, sizeof(*o));
@@ -452,6 +452,30 @@ static int decode_record(struct decoder *d, const struct icx_rec *r, char *err, 
         }
         break;
     }
+    case ICX_REC_VERBS_QP:
+    case ICX_REC_VERBS_MR:
+    case ICX_REC_VERBS_WR:
+    case ICX_REC_VERBS_WC:
+    case ICX_REC_VERBS_CQ: {
+        if (!d->in_block) {
+            snprintf(err, errlen, "%s record outside a block", icx_record_name(r->type));
+            return -1;
+        }
+        const struct icx_rec_event *e = (const void *)r;
+        if (size < sizeof(*e))
+            return -1;
+        d->prev_ts += e->ts;
+        d->last_copy = 0;
+        if (icx_read_verbs(p, r, size, d->prev_ts, str_of) != 0)
+            return -1;
+        break;
+    }
+    case ICX_REC_VERBS_DEVICE:
+    case ICX_REC_VERBS_PORT:
+    case ICX_REC_VERBS_AGG:
+        if (icx_read_verbs(p, r, size, 0, str_of) != 0)
+            return -1;
+        break;
     default: break; /* unknown or not needed: skipped by size */
     }
     return 0;
@@ -523,6 +547,7 @@ static void finish_proc(struct icx_proc *p)
     }
     p->t_first = lo <= hi ? lo : 0;
     p->t_last = lo <= hi ? hi : 0;
+    icx_verbs_finish(p);
 }
 
 static int symbol_cmp(const void *a, const void *b)
@@ -549,7 +574,7 @@ struct icx_rd_thread *icx_thread_get(struct icx_proc *p, uint32_t tid)
     for (size_t i = 0; i < p->nthreads; i++)
         if (p->threads[i].tid == tid)
             return &p->threads[i];
-    if (grow((void **)&p->threads, &p->cap_threads, p->nthreads, sizeof(*p->threads)))
+    if (icx_grow((void **)&p->threads, &p->cap_threads, p->nthreads, sizeof(*p->threads)))
         return NULL;
     struct icx_rd_thread *t = &p->threads[p->nthreads++];
     memset(t, 0, sizeof(*t));
@@ -598,7 +623,7 @@ static void match_spans(struct icx_proc *p)
 int icx_read_buffer(struct icx_trace *t, const char *name, const uint8_t *buf, size_t len,
                     char *err, size_t errlen)
 {
-    if (grow((void **)&t->inputs, &t->cap_inputs, t->ninputs, sizeof(*t->inputs))) {
+    if (icx_grow((void **)&t->inputs, &t->cap_inputs, t->ninputs, sizeof(*t->inputs))) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
@@ -782,7 +807,7 @@ int icx_read_path(struct icx_trace *t, const char *path)
         size_t l = strlen(e->d_name);
         if (l < 8 || strcmp(e->d_name + l - 8, ".icx.zst") != 0)
             continue;
-        if (grow((void **)&names, &cap, n, sizeof(*names)))
+        if (icx_grow((void **)&names, &cap, n, sizeof(*names)))
             break;
         size_t plen = strlen(path) + l + 2;
         names[n] = malloc(plen);
@@ -828,6 +853,9 @@ void icx_trace_free(struct icx_trace *t)
         free(p->hbufs);
         free(p->hcopies);
         free(p->csamples);
+        free(p->vqps);
+        free(p->vtraffic);
+        free(p->vwc_errs);
         free(p->strings);
         free(p->notes);
         free(p->note_severity);

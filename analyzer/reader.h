@@ -99,6 +99,47 @@ struct icx_rd_link {
     uint64_t capacity_bps;
 };
 
+/* RDMA verbs (format 1.2) */
+#define ICX_RD_MAX_VCTX 64
+struct icx_rd_vport {
+    uint8_t port, state, link_layer;
+    uint16_t lid;
+    uint32_t rate_mbps;
+};
+struct icx_rd_vctx {
+    int present;
+    char name[64];
+    uint64_t guid;
+    unsigned nports;
+    struct icx_rd_vport ports[4];
+};
+/* A queue pair as the control-plane events left it. */
+struct icx_rd_vqp {
+    uint16_t ctx;
+    uint32_t qp_num, dest_qp_num;
+    int qp_type, state;
+    uint8_t port;
+    uint16_t dlid, slid;
+    uint8_t local_gid[16], remote_gid[16];
+    int connected; /* a modify gave it a remote (DEST_QPN) */
+};
+/* Data-plane traffic: an aggregate, or one work request / completion (event mode). */
+struct icx_rd_vtraffic {
+    uint16_t ctx;
+    uint32_t qp_num;
+    uint8_t kind, opcode, size_class, is_event;
+    uint64_t count, bytes, signaled;
+    int64_t ts;    /* events: ticks while reading */
+    double t0, t1; /* monotonic seconds */
+};
+struct icx_rd_vwc_err {
+    uint16_t ctx;
+    uint32_t qp_num;
+    uint8_t status;
+    uint32_t vendor_err;
+    uint64_t count;
+};
+
 struct icx_proc {
     char *path; /* file it came from */
     uint64_t stream_id, features;
@@ -137,6 +178,14 @@ struct icx_proc {
     size_t nstacks, cap_stacks;
     struct icx_symbol *symbols; /* sorted by address once read */
     size_t nsymbols, cap_symbols;
+    struct icx_rd_vctx vctx[ICX_RD_MAX_VCTX];
+    struct icx_rd_vqp *vqps;
+    size_t nvqps, cap_vqps;
+    struct icx_rd_vtraffic *vtraffic;
+    size_t nvtraffic, cap_vtraffic;
+    struct icx_rd_vwc_err *vwc_errs;
+    size_t nvwc_errs, cap_vwc_errs;
+    uint64_t vmrs, vmr_bytes, vmr_gpu; /* memory regions registered (GPU memory: numa -1) */
     double t_first, t_last; /* monotonic seconds covered by the trace */
     /* tick -> ns mapping, from the CLOCK records */
     double slope, intercept;
@@ -174,6 +223,15 @@ struct icx_rd_thread *icx_thread_get(struct icx_proc *p, uint32_t tid);
 const struct icx_stack_def *icx_stack_find(const struct icx_proc *p, uint32_t id);
 /* "function+0xoff (module)" for a return address, or NULL when the trace has no symbol for it. */
 const char *icx_symbol_find(const struct icx_proc *p, uint64_t addr);
+
+/* reader_verbs.c: a verbs record (ts: the decoded tick time of an EVENT one); the tick -> time
+ * conversion once the stream is read; the name of an opcode / completion status. */
+int icx_read_verbs(struct icx_proc *p, const struct icx_rec *r, size_t size, int64_t ts,
+                   const char *(*str)(const struct icx_proc *, uint32_t));
+void icx_verbs_finish(struct icx_proc *p);
+const char *icx_verbs_opcode_name(unsigned kind, unsigned opcode);
+const char *icx_wc_status_name(unsigned status);
+int icx_grow(void **arr, size_t *cap, size_t n, size_t sz);
 
 const char *icx_record_name(unsigned type);
 const char *icx_api_name(unsigned api);

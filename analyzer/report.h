@@ -54,6 +54,15 @@ struct icx_findings {
 void icx_findings_print(FILE *out, const struct icx_findings *F);
 void icx_findings_json(struct icx_json *j, const struct icx_findings *F);
 void icx_findings_free(struct icx_findings *F);
+void icx_finding_add(struct icx_findings *F, const char *kind, const struct icx_proc *p,
+                     const char *evidence, const char *fix);
+
+/* report_verbs.c: RDMA traffic per QP, NIC port and node pair; NIC imbalance, completion errors. */
+struct icx_verbs;
+struct icx_verbs *icx_verbs_compute(const struct icx_trace *t, struct icx_findings *F);
+void icx_verbs_print(FILE *out, const struct icx_verbs *V);
+void icx_verbs_json(struct icx_json *j, const struct icx_verbs *V);
+void icx_verbs_free(struct icx_verbs *V);
 
 /* report_numa.c: placement of GPUs, GPU-driving threads and pinned buffers per process. */
 struct icx_numa_proc {

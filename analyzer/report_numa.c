@@ -26,7 +26,7 @@ static const struct icx_host_buffer *find_buffer(const struct icx_proc *p, uint6
     return hit;
 }
 
-static void add_finding(struct icx_findings *F, const char *kind, const struct icx_proc *p,
+void icx_finding_add(struct icx_findings *F, const char *kind, const struct icx_proc *p,
                         const char *evidence, const char *fix)
 {
     struct icx_finding *n = realloc(F->v, (F->n + 1) * sizeof(*n));
@@ -112,7 +112,7 @@ void icx_numa_compute(const struct icx_trace *t, struct icx_numa *N, struct icx_
             char ev[1400];
             snprintf(ev, sizeof(ev), "GPU on NUMA node %d (local CPUs %s); %s", g,
                      np->gpu_cpus[0] ? np->gpu_cpus : "?", evidence);
-            add_finding(F, "numa_misaffinity", p, ev, fix);
+            icx_finding_add(F, "numa_misaffinity", p, ev, fix);
             np->thread_finding = 1;
         }
         if (np->hcopy_remote > 0 && np->hcopy_remote * 10 > np->hcopy_local + np->hcopy_remote) {
@@ -124,7 +124,7 @@ void icx_numa_compute(const struct icx_trace *t, struct icx_numa *N, struct icx_
                 "GPU on NUMA node %d; %s of %s host<->device copies used pinned buffers on node "
                 "%d",
                 g, a, b, np->remote_buffer_node);
-            add_finding(F, "numa_misaffinity", p, ev, fix);
+            icx_finding_add(F, "numa_misaffinity", p, ev, fix);
             np->memory_finding = 1;
         }
     }

@@ -118,6 +118,7 @@ static void icx_config_load(void)
     icx_cfg.stack_sample = stacks > 0 ? (unsigned)stacks : 0;
     icx_cfg.follow_fork = (int)icx_env_long("ICX_FOLLOW_FORK", 0, 0, 1);
     icx_cfg.sample_ms = (unsigned)icx_env_long("ICX_SAMPLE_MS", 100, 0, 3600000);
+    icx_verbs_events = (int)icx_env_long("ICX_VERBS_EVENTS", 0, 0, 1);
     const char *c = getenv("ICX_CLOCK");
     icx_clock_tsc = !(c && strcmp(c, "mono") == 0) && icx_cpu_has_invariant_tsc();
     if (icx_clock_tsc)

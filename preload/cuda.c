@@ -141,7 +141,7 @@ static void icx_amap_update(uintptr_t lo, size_t len, int dev, int insert)
         atomic_fetch_add_explicit(&icx_amap_frees, 1, memory_order_relaxed);
 }
 
-static int icx_amap_lookup(uintptr_t p)
+int icx_amap_lookup(uintptr_t p)
 {
     const struct icx_amap *m = atomic_load_explicit(&icx_amap_cur, memory_order_acquire);
     if (!m)

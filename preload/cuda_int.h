@@ -45,32 +45,7 @@ static inline int icx_stack_due(void)
     return want;
 }
 
-/* Tracing is on and this thread is not already inside a hook. */
-static inline int icx_hooks_on(void)
-{
-    return atomic_load_explicit(&icx_active, memory_order_relaxed) && !icx_self.guard;
-}
 
-/* The bracket of a control-plane wrapper: guard and start time on entry; errno as the real call
- * left it kept from its return to ours (recording may set it). */
-struct icx_call {
-    uint64_t t0;
-    int saved_errno;
-};
-static inline void icx_call_enter(struct icx_call *c)
-{
-    icx_self.guard = 1;
-    c->t0 = icx_ticks();
-}
-static inline void icx_call_returned(struct icx_call *c)
-{
-    c->saved_errno = errno;
-}
-static inline void icx_call_exit(const struct icx_call *c)
-{
-    icx_self.guard = 0;
-    errno = c->saved_errno;
-}
 
 /* An allocation-like event (CUDA_ALLOC/FREE, HOST_ALLOC/FREE) into this thread's ring (cuda.c). */
 void icx_record_alloc(enum icx_record_type type, enum icx_api api, uint64_t t0, uint64_t t1,

@@ -4,6 +4,7 @@
 #ifndef ICX_PRELOAD_H
 #define ICX_PRELOAD_H
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -80,6 +81,34 @@ static inline uint64_t icx_ticks(void)
 }
 void icx_clock_sample(struct icx_rec_clock *out);
 
+/* Tracing is on and this thread is not already inside a hook. */
+static inline int icx_hooks_on(void)
+{
+    return atomic_load_explicit(&icx_active, memory_order_relaxed) && !icx_self.guard;
+}
+
+/* The bracket of a control-plane wrapper: guard and start time on entry; errno as the real call
+ * left it kept from its return to ours (recording may set it). */
+struct icx_call {
+    uint64_t t0;
+    int saved_errno;
+};
+static inline void icx_call_enter(struct icx_call *c)
+{
+    icx_self.guard = 1;
+    c->t0 = icx_ticks();
+}
+static inline void icx_call_returned(struct icx_call *c)
+{
+    c->saved_errno = errno;
+}
+static inline void icx_call_exit(const struct icx_call *c)
+{
+    icx_self.guard = 0;
+    errno = c->saved_errno;
+}
+
+
 /* ---- per-thread buffers (tbuf.c) ---- */
 /* Single-producer (the owning thread) single-consumer (the writer) byte ring of records. */
 struct icx_tbuf {
@@ -94,6 +123,7 @@ struct icx_tbuf {
     _Atomic int dead;      /* owner exited; writer drains and frees */
     int announced;         /* writer emitted its THREAD record */
     struct icx_tbuf *next; /* registry list, under icx_tbuf_lock */
+    struct icx_vagg *vagg; /* verbs aggregates of this thread (verbs_data.c), NULL until used */
 };
 
 /* Ring-internal record types never written to the file. */
@@ -161,6 +191,7 @@ struct icx_sym {
     const char *name;
     const char *lib; /* base name of the library (e.g. "libcudart.so") to look in with RTLD_NOLOAD
                         when RTLD_NEXT finds nothing */
+    const char *version; /* symbol version to ask for (dlvsym), NULL: the default one */
     _Atomic(void *) fn;
 };
 void *icx_resolve_slow(struct icx_sym *s);
@@ -172,9 +203,21 @@ static inline void *icx_resolve(struct icx_sym *s)
 /* Declare the real function `name` of library `lib`: a typedef and a lazily filled table slot. */
 #define ICX_REAL_DECL(lib, ret, name, params)                                                      \
     typedef ret(*icx_real_##name##_t) params;                                                      \
-    static struct icx_sym icx_sym_##name = {#name, lib, NULL}
+    static struct icx_sym icx_sym_##name = {#name, lib, NULL, NULL}
+/* The same for a versioned symbol (libibverbs: "IBVERBS_1.1"). */
+#define ICX_REAL_DECLV(lib, ver, ret, name, params)                                                \
+    typedef ret(*icx_real_##name##_t) params;                                                      \
+    static struct icx_sym icx_sym_##name = {#name, lib, ver, NULL}
 /* The real function, or NULL when it cannot be found (the wrapper then fails open). */
 #define ICX_REAL(name) ((icx_real_##name##_t)icx_resolve(&icx_sym_##name))
+
+/* ---- dynamic lookups (dl.c, verbs.c) ---- */
+void *icx_dlsym_real(void *handle, const char *name);
+void *icx_dlvsym_real(void *handle, const char *name, const char *version);
+void *icx_dl_decide(void *handle, const char *name, const char *version);
+/* The wrapper to hand out for a dlsym/dlvsym lookup of a name we wrap (version NULL: dlsym),
+ * after looking the real one up in `handle`; NULL to pass the lookup on. */
+void *icx_dl_wrap(const char *name, const char *version, void *handle);
 
 /* ---- writer (writer.c) ---- */
 int icx_writer_start(void);
@@ -200,9 +243,16 @@ void icx_gpu_pending(const struct icx_rec *r);             /* writer: a ring GPU
 void icx_cuda_drained(struct icx_frame *f, const struct icx_rec *r); /* writer: event drained */
 void icx_cuda_detect_static(void);
 void icx_cuda_atfork_child(void);
+/* The CUDA device whose cudaMalloc'ed range holds p, or -2 (cuda.c). */
+int icx_amap_lookup(uintptr_t p);
 void icx_counters_sample(struct icx_frame *f, int force); /* topo.c: NVLink counters */
 void icx_nic_paths(struct icx_frame *f, int dev, const char *bus, int numa); /* nic.c */
 void icx_nic_sample(struct icx_frame *f, uint64_t now);                      /* nic.c */
+
+/* ---- RDMA verbs (verbs.c, verbs_data.c): writer side ---- */
+extern int icx_verbs_events;                                   /* ICX_VERBS_EVENTS */
+void icx_verbs_writer_tick(struct icx_frame *f);                /* name new device contexts */
+void icx_verbs_drain_agg(struct icx_frame *f, struct icx_tbuf *b); /* a thread's aggregates */
 
 /* ---- placement (placement.c): the writer, but for icx_placement_host_buffer ---- */
 void icx_placement_tick(struct icx_frame *f);

@@ -32,7 +32,7 @@ static int icx_find_cb(struct dl_phdr_info *info, size_t size, void *data)
     return 1;
 }
 
-static void *icx_lookup_loaded(const char *base, const char *sym)
+static void *icx_lookup_loaded(const char *base, const char *sym, const char *version)
 {
     struct icx_find f = {base, ""};
     if (!dl_iterate_phdr(icx_find_cb, &f))
@@ -40,16 +40,18 @@ static void *icx_lookup_loaded(const char *base, const char *sym)
     void *h = dlopen(f.path, RTLD_LAZY | RTLD_NOLOAD);
     if (!h)
         return NULL;
-    void *p = dlsym(h, sym);
+    void *p = version ? icx_dlvsym_real(h, sym, version) : icx_dlsym_real(h, sym);
     dlclose(h); /* drops only the reference RTLD_NOLOAD took */
     return p;
 }
 
 void *icx_resolve_slow(struct icx_sym *s)
 {
-    void *p = dlsym(RTLD_NEXT, s->name);
+    /* Called from here, so RTLD_NEXT means "after libicxtrace". */
+    void *p = s->version ? icx_dlvsym_real(RTLD_NEXT, s->name, s->version)
+                         : icx_dlsym_real(RTLD_NEXT, s->name);
     if (!p && s->lib)
-        p = icx_lookup_loaded(s->lib, s->name);
+        p = icx_lookup_loaded(s->lib, s->name, s->version);
     if (p) {
         /* Never hand back one of our own wrappers: that would recurse forever. */
         Dl_info self, found;

@@ -80,6 +80,7 @@ void icx_tbuf_drain_all(void (*fn)(struct icx_tbuf *b, void *ctx), void *ctx)
         if (dead) {
             *link = b->next;
             free(b->data);
+            free(b->vagg);
             free(b);
         } else {
             link = &b->next;
@@ -115,6 +116,8 @@ void icx_tbuf_atfork_child(void)
         self->tid = (uint32_t)icx_gettid();
         self->announced = 0;
         self->next = NULL;
+        free(self->vagg); /* the parent's counts: the parent reports them */
+        self->vagg = NULL;
         icx_tbuf_list = self;
     }
     for (int i = 0; i < ICX_LOST_SLOTS; i++)

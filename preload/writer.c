@@ -290,6 +290,7 @@ static void icx_announce_thread(struct icx_frame *f, struct icx_tbuf *b)
 static void icx_drain_one(struct icx_tbuf *b, void *ctx)
 {
     struct icx_drain *d = ctx;
+    icx_verbs_drain_agg(d->f, b);
     uint64_t tail = atomic_load_explicit(&b->tail, memory_order_relaxed);
     uint64_t head = atomic_load_explicit(&b->head, memory_order_acquire);
     if (tail == head)
@@ -341,6 +342,7 @@ static void icx_tick(int final)
     struct icx_drain d = {.f = &icx_cur};
     icx_tbuf_drain_all(icx_drain_one, &d);
     icx_cuda_writer_tick(&icx_cur, final);
+    icx_verbs_writer_tick(&icx_cur);
     icx_placement_tick(&icx_cur);
     icx_counters_sample(&icx_cur, final);
     if (final)

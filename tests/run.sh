@@ -15,15 +15,22 @@ for t in "$BUILD"/tests/unit_*; do
         failed=$((failed + 1)); echo "FAIL $(basename "$t")"; grep -E '^FAIL' "$log" | head -20
     fi
 done
-python3 tests/e2e/run_e2e.py "$BUILD" | tee "$log"
-line=$(grep -E '^e2e: [0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
-if [ -n "$line" ]; then
-    p=$(echo "$line" | sed -E 's/^e2e: ([0-9]+) passed.*/\1/')
-    f=$(echo "$line" | sed -E 's/^e2e: [0-9]+ passed, ([0-9]+) failed.*/\1/')
-    passed=$((passed + p)); failed=$((failed + f))
-else
-    failed=$((failed + 1)); echo "FAIL e2e harness did not finish"
-fi
+# A python harness's closing line '<label>: N passed, N failed' added to the totals.
+harness() {
+    label=$1; shift
+    python3 "$@" | tee "$log"
+    line=$(grep -E "^$label: [0-9]+ passed, [0-9]+ failed" "$log" | tail -n 1)
+    if [ -n "$line" ]; then
+        p=$(echo "$line" | sed -E "s/^$label: ([0-9]+) passed.*/\\1/")
+        f=$(echo "$line" | sed -E "s/^$label: [0-9]+ passed, ([0-9]+) failed.*/\\1/")
+        passed=$((passed + p)); failed=$((failed + f))
+    else
+        failed=$((failed + 1)); echo "FAIL $label harness did not finish"
+    fi
+}
+harness e2e tests/e2e/run_e2e.py "$BUILD"
+# Verbs: dlsym interposition here, the real verbs stack (rdma_rxe) in a QEMU guest.
+harness verbs tests/e2e/run_verbs.py "$BUILD"
 # Coverage-guided fuzzing of the reader, briefly (make fuzz FUZZ_SECONDS=N for longer runs).
 if [ -z "${ICX_TEST_SANITIZE:-}" ]; then
     if command -v clang >/dev/null 2>&1 &&

@@ -61,8 +61,19 @@
  *    stack id) directly after an EVENT record gives that event's call stack.  SYMBOL maps an
  * address to a string id "function+0xoff (module)", written at the end of the stream.
  *
+ * 10. RDMA verbs (1.2).  VERBS_DEVICE (aux = context slot, unique within the stream) names a
+ *    device context the process opened; VERBS_PORT (aux = context slot) one of its ports as the
+ * provider reported it when the device was opened.  VERBS_QP, VERBS_MR and VERBS_CQ are
+ *    control-plane events.  Data plane, by default aggregated: VERBS_AGG counts the work requests
+ * of one (context, QP, kind, opcode, size class) posted or completed between t0_ns and t1_ns
+ * (CLOCK_MONOTONIC of the writing host; the writer reads cumulative per-thread counters each
+ *    flush).  With ICX_VERBS_EVENTS=1 every work request is a VERBS_WR event and every completion a
+ * VERBS_WC event instead.  Failed completions are always VERBS_WC events.  Size class 0 holds
+ *    0-byte requests, class c >= 1 those of 2^(c-2) < bytes <= 2^(c-1).  Opcodes are libibverbs' enum
+ * ibv_wr_opcode (posts) and enum ibv_wc_opcode (completions); ICX_VOP_RECV marks a posted receive.
+ *
  * Version history: 1.0; 1.1 adds records 15-22 and 35-37, the DEVICE field local_cpus, and the
- *    event flag ICX_EVF_D2H (readers of 1.0 skip all of them by size). */
+ *    event flag ICX_EVF_D2H (readers of 1.0 skip all of them by size); 1.2 adds 23-25 and 38-42. */
 #ifndef ICX_TRACE_FORMAT_H
 #define ICX_TRACE_FORMAT_H
 
@@ -71,7 +82,7 @@
 #define ICX_MAGIC 0x31584349u /* "ICX1" */
 #define ICX_MAGIC_SWAPPED 0x49435831u
 #define ICX_VERSION_MAJOR 1
-#define ICX_VERSION_MINOR 1
+#define ICX_VERSION_MINOR 2
 #define ICX_OLDEST_MAJOR 1
 #define ICX_OLDEST_MINOR 0
 
@@ -349,5 +360,102 @@ struct icx_rec_gpu_span { /* aux = device that executed the work */
     uint64_t start_ns, end_ns; /* CLOCK_MONOTONIC ns of the writing host */
 };
 _Static_assert(sizeof(struct icx_rec_gpu_span) == 32, "icx_rec_gpu_span");
+
+/* ---- RDMA verbs (1.2) ---- */
+struct icx_rec_verbs_device { /* aux = context slot */
+    struct icx_rec h;
+    uint32_t name;     /* string id: device name (mlx5_0, rxe0) */
+    uint32_t nports;   /* physical ports */
+    uint64_t node_guid; /* host byte order */
+};
+_Static_assert(sizeof(struct icx_rec_verbs_device) == 24, "icx_rec_verbs_device");
+
+struct icx_rec_verbs_port { /* aux = context slot */
+    struct icx_rec h;
+    uint8_t port, state, link_layer, active_width; /* enum ibv_port_state, enum icx_link_layer */
+    uint8_t active_speed, pad8;                    /* IB encodings (ibv_port_attr) */
+    uint16_t lid;
+    uint32_t rate_mbps; /* speed x width, per direction; 0 unknown */
+    uint32_t pad;
+};
+_Static_assert(sizeof(struct icx_rec_verbs_port) == 24, "icx_rec_verbs_port");
+
+/* Kinds of verbs data-plane traffic in VERBS_AGG / VERBS_WR. */
+enum icx_verbs_kind {
+    ICX_VK_SEND = 1,     /* posted to a send queue (ibv_post_send, ibv_wr_*) */
+    ICX_VK_RECV = 2,     /* receive buffer posted (ibv_post_recv) */
+    ICX_VK_SRQ_RECV = 3, /* receive buffer posted to a shared receive queue */
+    ICX_VK_COMPLETION = 4 /* successful completion polled (ibv_poll_cq) */
+};
+#define ICX_VOP_RECV 0xff /* opcode of posted receives */
+/* Bits of VERBS_QP.attr_mask (libibverbs' enum ibv_qp_attr_mask) the analyzer reads. */
+#define IBV_QP_AV_BIT (1u << 7)
+#define IBV_QP_DEST_QPN_BIT (1u << 20)
+
+struct icx_rec_verbs_agg { /* aux = context slot */
+    struct icx_rec h;
+    uint64_t t0_ns, t1_ns;
+    uint32_t qp_num;  /* 0 for shared receive queues */
+    uint8_t kind, opcode, size_class, pad;
+    uint64_t count, bytes;
+    uint64_t signaled; /* sends that asked for a completion */
+};
+_Static_assert(sizeof(struct icx_rec_verbs_agg) == 56, "icx_rec_verbs_agg");
+
+struct icx_rec_verbs_qp { /* EVENT, api = create / create_ex / modify / destroy */
+    struct icx_rec_event e;
+    uint32_t qp_num;
+    uint16_t ctx; /* context slot, 0xffff unknown */
+    uint8_t qp_type, state; /* enum ibv_qp_type; state after the call (0xff: unchanged) */
+    uint32_t attr_mask;   /* ibv_modify_qp's mask */
+    uint32_t dest_qp_num; /* with IBV_QP_DEST_QPN */
+    uint16_t dlid, slid;  /* remote LID (IBV_QP_AV), local LID of the port */
+    uint8_t port, path_mtu, sgid_index, is_global;
+    int32_t result;       /* 0, or errno / -1 */
+    uint32_t pad;
+    uint8_t local_gid[16], remote_gid[16];
+};
+_Static_assert(sizeof(struct icx_rec_verbs_qp) == 88, "icx_rec_verbs_qp");
+
+struct icx_rec_verbs_mr { /* EVENT, api = reg_mr / reg_mr_iova2 / reg_dmabuf_mr / dereg_mr */
+    struct icx_rec_event e;
+    uint64_t addr, length, iova;
+    uint32_t lkey, rkey;
+    uint32_t access;
+    uint16_t ctx;
+    int16_t numa_node; /* host node holding most sampled pages, -1 unknown or device memory */
+    int32_t dmabuf_fd; /* -1 none */
+    int32_t result;
+};
+_Static_assert(sizeof(struct icx_rec_verbs_mr) == 72, "icx_rec_verbs_mr");
+
+struct icx_rec_verbs_wr { /* EVENT, api = post_send / post_recv / post_srq_recv / wr_complete */
+    struct icx_rec_event e;
+    uint64_t wr_id, bytes;
+    uint32_t qp_num;
+    uint16_t ctx;
+    uint8_t kind, opcode;
+    uint32_t num_sge, send_flags;
+};
+_Static_assert(sizeof(struct icx_rec_verbs_wr) == 56, "icx_rec_verbs_wr");
+
+struct icx_rec_verbs_wc { /* EVENT, api = poll_cq; ts = the poll's start */
+    struct icx_rec_event e;
+    uint64_t wr_id;
+    uint32_t qp_num, byte_len;
+    uint16_t ctx;
+    uint8_t opcode, status; /* enum ibv_wc_opcode, enum ibv_wc_status */
+    uint32_t vendor_err;
+};
+_Static_assert(sizeof(struct icx_rec_verbs_wc) == 48, "icx_rec_verbs_wc");
+
+struct icx_rec_verbs_cq { /* EVENT, api = create_cq / create_cq_ex */
+    struct icx_rec_event e;
+    uint16_t ctx, pad;
+    int32_t cqe;
+    int32_t result;
+    uint32_t pad2;
+};
+_Static_assert(sizeof(struct icx_rec_verbs_cq) == 40, "icx_rec_verbs_cq");
 
 #endif

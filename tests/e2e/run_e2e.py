@@ -104,14 +104,25 @@ def links_by_pair(doc):
 # ---------------------------------------------------------------------------------------------
 
 def test_exports():
-    """Only the intercepted entry points are exported by libicxtrace.so."""
+    """libicxtrace.so exports exactly what preload/exports.map names: the CUDA wrappers and
+    dlsym/dlvsym unversioned, each libibverbs wrapper with the version of its node there."""
     out = subprocess.run(["nm", "-D", "--defined-only", LIB], capture_output=True, text=True).stdout
-    syms = sorted(l.split()[-1] for l in out.splitlines() if l.split() and l.split()[-1] != "")
-    syms = [s for s in syms if not s.startswith("_") and s != "bss_start"]
+    got = {}
+    for l in out.splitlines():
+        parts = l.split()
+        if len(parts) < 3 or parts[1] == "A" or parts[-1].startswith("_"):
+            continue
+        name, _, ver = parts[-1].partition("@@")
+        got[name] = ver
     with open(os.path.join(ROOT, "preload", "exports.map")) as f:
         text = f.read()
-    listed = sorted(re.findall(r"\b(cuda\w+)\s*;", text))
-    check(syms == listed, "exported %s, expected %s" % (syms, listed))
+    want = {n: "" for n in re.findall(r"\b((?:cuda|dl)\w*)\s*;", text)}
+    for node, body in re.findall(r"(IBVERBS_[\d.]+)\s*\{([^}]*)\}", text):
+        for n in re.findall(r"\b(ibv_\w+)\s*;", body):
+            want[n] = node
+    check("ibv_open_device" in want and "cudaMemcpyPeer" in want and "dlvsym" in want,
+          "exports.map parse found %s" % sorted(want))
+    check(got == want, "exported %s, expected %s" % (sorted(got.items()), sorted(want.items())))
 
 
 def test_exact_links_all_timed():
@@ -806,9 +817,11 @@ class Skip(Exception):
     pass
 
 
-def main():
+def main(scope=None, label="e2e"):
+    """Run the test_* functions of `scope` (a module's globals), or those named on the command
+    line; print PASS/FAIL/SKIP lines and '<label>: N passed, N failed, N skipped'."""
     names = sys.argv[2:]
-    tests = [(n, f) for n, f in globals().items() if n.startswith("test_") and callable(f)]
+    tests = [(n, f) for n, f in (scope or globals()).items() if n.startswith("test_") and callable(f)]
     if names:
         tests = [(n, f) for n, f in tests if n in names]
     passed = failed = skipped = 0
@@ -825,7 +838,7 @@ def main():
             print("FAIL %s: %s" % (name, e))
             failed += 1
         sys.stdout.flush()
-    print("e2e: %d passed, %d failed, %d skipped" % (passed, failed, skipped))
+    print("%s: %d passed, %d failed, %d skipped" % (label, passed, failed, skipped))
     return 1 if failed else 0
 
 

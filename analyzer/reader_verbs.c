@@ -1,0 +1,187 @@
+/* Decoding of the RDMA verbs records (format 1.2, trace_format.h section 10).  Records shorter
+ * than the layout this reader knows are ignored, like every other record kind. */
+#include <stdio.h>
+#include <string.h>
+
+#include "reader.h"
+
+static struct icx_rd_vqp *vqp_get(struct icx_proc *p, uint16_t ctx, uint32_t qpn)
+{
+    /* The latest QP of that number: numbers are reused after destroy. */
+    for (size_t i = p->nvqps; i-- > 0;)
+        if (p->vqps[i].ctx == ctx && p->vqps[i].qp_num == qpn)
+            return &p->vqps[i];
+    if (icx_grow((void **)&p->vqps, &p->cap_vqps, p->nvqps, sizeof(*p->vqps)))
+        return NULL;
+    struct icx_rd_vqp *q = &p->vqps[p->nvqps++];
+    memset(q, 0, sizeof(*q));
+    q->ctx = ctx;
+    q->qp_num = qpn;
+    q->state = -1;
+    return q;
+}
+
+static void traffic_add(struct icx_proc *p, const struct icx_rd_vtraffic *t)
+{
+    if (!icx_grow((void **)&p->vtraffic, &p->cap_vtraffic, p->nvtraffic, sizeof(*p->vtraffic)))
+        p->vtraffic[p->nvtraffic++] = *t;
+}
+
+static unsigned size_class(uint64_t b)
+{
+    return b == 0 ? 0 : b == 1 ? 1 : 65u - (unsigned)__builtin_clzll(b - 1);
+}
+
+int icx_read_verbs(struct icx_proc *p, const struct icx_rec *r, size_t size, int64_t ts,
+                   const char *(*str)(const struct icx_proc *, uint32_t))
+{
+    switch (r->type) {
+    case ICX_REC_VERBS_DEVICE:
+        if (size >= sizeof(struct icx_rec_verbs_device) && r->aux < ICX_RD_MAX_VCTX) {
+            const struct icx_rec_verbs_device *x = (const void *)r;
+            struct icx_rd_vctx *v = &p->vctx[r->aux];
+            v->present = 1;
+            snprintf(v->name, sizeof(v->name), "%s", str(p, x->name));
+            v->guid = x->node_guid;
+            v->nports = x->nports;
+        }
+        break;
+    case ICX_REC_VERBS_PORT:
+        if (size >= sizeof(struct icx_rec_verbs_port) && r->aux < ICX_RD_MAX_VCTX) {
+            const struct icx_rec_verbs_port *x = (const void *)r;
+            if (x->port >= 1 && x->port <= 4)
+                p->vctx[r->aux].ports[x->port - 1] =
+                    (struct icx_rd_vport){x->port, x->state, x->link_layer, x->lid, x->rate_mbps};
+        }
+        break;
+    case ICX_REC_VERBS_AGG:
+        if (size >= sizeof(struct icx_rec_verbs_agg)) {
+            const struct icx_rec_verbs_agg *x = (const void *)r;
+            struct icx_rd_vtraffic t = {(uint16_t)r->aux, x->qp_num, x->kind, x->opcode,
+                                        x->size_class, 0, x->count, x->bytes, x->signaled, 0,
+                                        (double)x->t0_ns / 1e9, (double)x->t1_ns / 1e9};
+            traffic_add(p, &t);
+        }
+        break;
+    case ICX_REC_VERBS_QP:
+        if (size >= sizeof(struct icx_rec_verbs_qp)) {
+            const struct icx_rec_verbs_qp *x = (const void *)r;
+            unsigned api = r->aux & 0xffff;
+            if (x->result != 0)
+                break; /* a failed call changed nothing */
+            struct icx_rd_vqp *q = vqp_get(p, x->ctx, x->qp_num);
+            if (!q)
+                break;
+            if (api == ICX_API_ibv_create_qp || api == ICX_API_ibv_create_qp_ex)
+                q->qp_type = x->qp_type;
+            if (x->state != 0xff)
+                q->state = x->state;
+            if (x->port)
+                q->port = x->port;
+            if (x->attr_mask & IBV_QP_DEST_QPN_BIT) {
+                q->dest_qp_num = x->dest_qp_num;
+                q->connected = 1;
+            }
+            if (x->attr_mask & IBV_QP_AV_BIT) {
+                q->dlid = x->dlid;
+                q->slid = x->slid;
+                memcpy(q->remote_gid, x->remote_gid, 16);
+                memcpy(q->local_gid, x->local_gid, 16);
+            }
+        }
+        break;
+    case ICX_REC_VERBS_MR:
+        if (size >= sizeof(struct icx_rec_verbs_mr)) {
+            const struct icx_rec_verbs_mr *x = (const void *)r;
+            if ((r->aux & 0xffff) != ICX_API_ibv_dereg_mr && x->result == 0) {
+                p->vmrs++;
+                p->vmr_bytes += x->length;
+                if (x->dmabuf_fd >= 0 || x->numa_node < 0)
+                    p->vmr_gpu++;
+            }
+        }
+        break;
+    case ICX_REC_VERBS_WR:
+        if (size >= sizeof(struct icx_rec_verbs_wr)) {
+            const struct icx_rec_verbs_wr *x = (const void *)r;
+            struct icx_rd_vtraffic t = {x->ctx, x->qp_num, x->kind, x->opcode,
+                                        (uint8_t)size_class(x->bytes), 1, 1, x->bytes,
+                                        (x->send_flags & 2u) != 0, ts, 0, 0};
+            traffic_add(p, &t);
+        }
+        break;
+    case ICX_REC_VERBS_WC:
+        if (size >= sizeof(struct icx_rec_verbs_wc)) {
+            const struct icx_rec_verbs_wc *x = (const void *)r;
+            if (x->status != 0) {
+                for (size_t i = 0; i < p->nvwc_errs; i++)
+                    if (p->vwc_errs[i].ctx == x->ctx && p->vwc_errs[i].qp_num == x->qp_num &&
+                        p->vwc_errs[i].status == x->status) {
+                        p->vwc_errs[i].count++;
+                        return 0;
+                    }
+                if (!icx_grow((void **)&p->vwc_errs, &p->cap_vwc_errs, p->nvwc_errs,
+                              sizeof(*p->vwc_errs)))
+                    p->vwc_errs[p->nvwc_errs++] =
+                        (struct icx_rd_vwc_err){x->ctx, x->qp_num, x->status, x->vendor_err, 1};
+                break;
+            }
+            uint64_t bytes = (x->opcode & 128) ? x->byte_len : 0;
+            struct icx_rd_vtraffic t = {x->ctx, x->qp_num, ICX_VK_COMPLETION, x->opcode,
+                                        (uint8_t)size_class(bytes), 1, 1, bytes, 0, ts, 0, 0};
+            traffic_add(p, &t);
+        }
+        break;
+    default: break;
+    }
+    return 0;
+}
+
+void icx_verbs_finish(struct icx_proc *p)
+{
+    for (size_t i = 0; i < p->nvtraffic; i++) {
+        struct icx_rd_vtraffic *t = &p->vtraffic[i];
+        if (t->is_event)
+            t->t0 = t->t1 = (p->slope * (double)t->ts + p->intercept) / 1e9;
+    }
+}
+
+const char *icx_verbs_opcode_name(unsigned kind, unsigned op)
+{
+    if (kind == ICX_VK_RECV || kind == ICX_VK_SRQ_RECV)
+        return "RECV_POSTED";
+    if (kind == ICX_VK_COMPLETION) {
+        switch (op) {
+        case 0: return "WC_SEND";
+        case 1: return "WC_RDMA_WRITE";
+        case 2: return "WC_RDMA_READ";
+        case 3: return "WC_COMP_SWAP";
+        case 4: return "WC_FETCH_ADD";
+        case 128: return "WC_RECV";
+        case 129: return "WC_RECV_RDMA_WITH_IMM";
+        default: return "WC_OTHER";
+        }
+    }
+    switch (op) {
+    case 0: return "RDMA_WRITE";
+    case 1: return "RDMA_WRITE_WITH_IMM";
+    case 2: return "SEND";
+    case 3: return "SEND_WITH_IMM";
+    case 4: return "RDMA_READ";
+    case 5: return "ATOMIC_CMP_AND_SWP";
+    case 6: return "ATOMIC_FETCH_AND_ADD";
+    case 9: return "SEND_WITH_INV";
+    default: return "OTHER";
+    }
+}
+
+const char *icx_wc_status_name(unsigned s)
+{
+    static const char *const names[] = {
+        "SUCCESS", "LOC_LEN_ERR", "LOC_QP_OP_ERR", "LOC_EEC_OP_ERR", "LOC_PROT_ERR",
+        "WR_FLUSH_ERR", "MW_BIND_ERR", "BAD_RESP_ERR", "LOC_ACCESS_ERR", "REM_INV_REQ_ERR",
+        "REM_ACCESS_ERR", "REM_OP_ERR", "RETRY_EXC_ERR", "RNR_RETRY_EXC_ERR", "LOC_RDD_VIOL_ERR",
+        "REM_INV_RD_REQ_ERR", "REM_ABORT_ERR", "INV_EECN_ERR", "INV_EEC_STATE_ERR", "FATAL_ERR",
+        "RESP_TIMEOUT_ERR", "GENERAL_ERR", "TM_ERR", "TM_RNDV_INCOMPLETE"};
+    return s < sizeof(names) / sizeof(names[0]) ? names[s] : "UNKNOWN";
+}

@@ -1,0 +1,427 @@
+/* RDMA verbs report: per QP and opcode, per NIC port, per node pair.
+ *
+ * Bytes are counted from posted work requests (exact; completions are often requested for one
+ * request in many).  A QP is matched to its peer in another trace (or the same one) by the remote
+ * QP number and GID (LID when there is no GID) its RTR transition named, checked both ways.
+ * Direction: a SEND or RDMA WRITE moves bytes from the poster's NIC to the peer's, an RDMA READ
+ * from the peer's to the poster's; incoming traffic of a NIC is known only when the peer was
+ * traced too. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report.h"
+
+#define NCLASS 48
+
+struct vqp_row {
+    const struct icx_proc *p;
+    const struct icx_rd_vqp *q; /* NULL: traffic on a QP whose creation was not traced */
+    uint16_t ctx;
+    uint32_t qpn;
+    int peer; /* index of the matched row, -1 */
+    struct {
+        uint8_t kind, opcode;
+        uint64_t count, bytes, signaled;
+    } ops[16];
+    int nops;
+    uint64_t out_bytes, in_read_bytes; /* SEND/WRITE posted here; READ posted here */
+};
+
+struct vnic {
+    char host[128], name[64];
+    int port;
+    uint32_t rate_mbps;
+    unsigned link_layer;
+    uint64_t tx_bytes, rx_bytes, wrs, recvs, completions, errors;
+    uint64_t size_hist[NCLASS];
+    double t0, t1, rate_bps; /* traced span of its sends; mean rate over it */
+};
+
+struct vpair {
+    char src[128], dst[128];
+    uint64_t bytes;
+};
+
+struct icx_verbs {
+    struct vqp_row *qps;
+    size_t nqps;
+    struct vnic *nics;
+    size_t nnics;
+    struct vpair *pairs;
+    size_t npairs;
+    uint64_t errors;
+};
+
+static const char *host_of(const struct icx_proc *p)
+{
+    return p->host ? p->host : "?";
+}
+
+static int gid_zero(const uint8_t *g)
+{
+    for (int i = 0; i < 16; i++)
+        if (g[i])
+            return 0;
+    return 1;
+}
+
+static struct vqp_row *row_get(struct icx_verbs *V, const struct icx_proc *p, uint16_t ctx,
+                               uint32_t qpn)
+{
+    for (size_t i = 0; i < V->nqps; i++)
+        if (V->qps[i].p == p && V->qps[i].ctx == ctx && V->qps[i].qpn == qpn)
+            return &V->qps[i];
+    struct vqp_row *n = realloc(V->qps, (V->nqps + 1) * sizeof(*n));
+    if (!n)
+        return NULL;
+    V->qps = n;
+    struct vqp_row *r = &V->qps[V->nqps++];
+    memset(r, 0, sizeof(*r));
+    r->p = p;
+    r->ctx = ctx;
+    r->qpn = qpn;
+    r->peer = -1;
+    for (size_t i = p->nvqps; i-- > 0;)
+        if (p->vqps[i].ctx == ctx && p->vqps[i].qp_num == qpn) {
+            r->q = &p->vqps[i];
+            break;
+        }
+    return r;
+}
+
+static struct vnic *nic_get(struct icx_verbs *V, const struct icx_proc *p, uint16_t ctx, int port)
+{
+    const char *name = ctx < ICX_RD_MAX_VCTX && p->vctx[ctx].present ? p->vctx[ctx].name : "?";
+    port = port ? port : 1;
+    for (size_t i = 0; i < V->nnics; i++)
+        if (!strcmp(V->nics[i].host, host_of(p)) && !strcmp(V->nics[i].name, name) &&
+            V->nics[i].port == port)
+            return &V->nics[i];
+    struct vnic *n = realloc(V->nics, (V->nnics + 1) * sizeof(*n));
+    if (!n)
+        return NULL;
+    V->nics = n;
+    struct vnic *v = &V->nics[V->nnics++];
+    memset(v, 0, sizeof(*v));
+    snprintf(v->host, sizeof(v->host), "%s", host_of(p));
+    snprintf(v->name, sizeof(v->name), "%s", name);
+    v->port = port;
+    v->t0 = INFINITY;
+    v->t1 = -INFINITY;
+    if (ctx < ICX_RD_MAX_VCTX && port <= 4) {
+        v->rate_mbps = p->vctx[ctx].ports[port - 1].rate_mbps;
+        v->link_layer = p->vctx[ctx].ports[port - 1].link_layer;
+    }
+    return v;
+}
+
+static void pair_add(struct icx_verbs *V, const char *src, const char *dst, uint64_t bytes)
+{
+    if (!bytes)
+        return;
+    for (size_t i = 0; i < V->npairs; i++)
+        if (!strcmp(V->pairs[i].src, src) && !strcmp(V->pairs[i].dst, dst)) {
+            V->pairs[i].bytes += bytes;
+            return;
+        }
+    struct vpair *n = realloc(V->pairs, (V->npairs + 1) * sizeof(*n));
+    if (!n)
+        return;
+    V->pairs = n;
+    struct vpair *v = &V->pairs[V->npairs++];
+    snprintf(v->src, sizeof(v->src), "%s", src);
+    snprintf(v->dst, sizeof(v->dst), "%s", dst);
+    v->bytes = bytes;
+}
+
+static int is_out_op(unsigned op) /* SEND*, RDMA_WRITE*, atomics: poster -> peer */
+{
+    return op <= 3 || op == 5 || op == 6 || op == 9; /* ibv_wr_opcode: 4 is RDMA_READ */
+}
+
+/* Does row b's QP name row a's as its remote (and a's b's)? */
+static int qp_matches(const struct vqp_row *a, const struct vqp_row *b)
+{
+    if (!a->q || !b->q || !a->q->connected || !b->q->connected)
+        return 0;
+    if (a->q->dest_qp_num != b->qpn || b->q->dest_qp_num != a->qpn)
+        return 0;
+    if (!gid_zero(a->q->remote_gid) || !gid_zero(b->q->local_gid))
+        return !memcmp(a->q->remote_gid, b->q->local_gid, 16) &&
+               !memcmp(b->q->remote_gid, a->q->local_gid, 16);
+    return a->q->dlid == b->q->slid && b->q->dlid == a->q->slid;
+}
+
+static void span_add(struct vnic *n, double t0, double t1)
+{
+    if (!(t1 >= t0))
+        return;
+    n->t0 = t0 < n->t0 ? t0 : n->t0;
+    n->t1 = t1 > n->t1 ? t1 : n->t1;
+}
+
+struct icx_verbs *icx_verbs_compute(const struct icx_trace *t, struct icx_findings *F)
+{
+    struct icx_verbs *V = calloc(1, sizeof(*V));
+    if (!V)
+        return NULL;
+    /* QPs: every traced one that connected, and every one with traffic. */
+    for (size_t i = 0; i < t->nprocs; i++) {
+        const struct icx_proc *p = t->procs[i];
+        for (size_t k = 0; k < p->nvqps; k++)
+            if (p->vqps[k].connected)
+                row_get(V, p, p->vqps[k].ctx, p->vqps[k].qp_num);
+        for (size_t k = 0; k < p->nvtraffic; k++) {
+            const struct icx_rd_vtraffic *x = &p->vtraffic[k];
+            struct vqp_row *r = row_get(V, p, x->ctx, x->qp_num);
+            if (!r)
+                continue;
+            int o;
+            for (o = 0; o < r->nops; o++)
+                if (r->ops[o].kind == x->kind && r->ops[o].opcode == x->opcode)
+                    break;
+            if (o == r->nops) {
+                if (r->nops == 16)
+                    continue;
+                r->nops++;
+                r->ops[o].kind = x->kind;
+                r->ops[o].opcode = x->opcode;
+            }
+            r->ops[o].count += x->count;
+            r->ops[o].bytes += x->bytes;
+            r->ops[o].signaled += x->signaled;
+            int port = r->q ? r->q->port : 1;
+            struct vnic *n = nic_get(V, p, x->ctx, port);
+            if (!n)
+                continue;
+            if (x->kind == ICX_VK_SEND) {
+                n->wrs += x->count;
+                if (x->size_class < NCLASS)
+                    n->size_hist[x->size_class] += x->count;
+                if (is_out_op(x->opcode)) {
+                    n->tx_bytes += x->bytes;
+                    r->out_bytes += x->bytes;
+                } else if (x->opcode == 4) { /* RDMA READ: the data comes in */
+                    n->rx_bytes += x->bytes;
+                    r->in_read_bytes += x->bytes;
+                }
+                span_add(n, x->t0, x->t1);
+            } else if (x->kind == ICX_VK_RECV || x->kind == ICX_VK_SRQ_RECV) {
+                n->recvs += x->count;
+            } else if (x->kind == ICX_VK_COMPLETION) {
+                n->completions += x->count;
+            }
+        }
+        for (size_t k = 0; k < p->nvwc_errs; k++) {
+            const struct icx_rd_vwc_err *e = &p->vwc_errs[k];
+            struct vnic *n = nic_get(V, p, e->ctx, 1);
+            if (n)
+                n->errors += e->count;
+            V->errors += e->count;
+            char ev[400];
+            snprintf(ev, sizeof(ev), "%llu work completions with status %s (vendor error 0x%x) on "
+                     "QP %u of %s", (unsigned long long)e->count, icx_wc_status_name(e->status),
+                     e->vendor_err, e->qp_num, n ? n->name : "?");
+            icx_finding_add(F, "rdma_completion_error", p, ev,
+                            "check the QP's peer and its state (a flushed QP reports every "
+                            "outstanding request as WR_FLUSH_ERR after the first error)");
+        }
+    }
+    /* Peers, then incoming bytes and the node x node matrix. */
+    for (size_t a = 0; a < V->nqps; a++)
+        for (size_t b = 0; b < V->nqps && V->qps[a].peer < 0; b++)
+            if (a != b && qp_matches(&V->qps[a], &V->qps[b]))
+                V->qps[a].peer = (int)b;
+    for (size_t a = 0; a < V->nqps; a++) {
+        struct vqp_row *r = &V->qps[a];
+        const struct vqp_row *peer = r->peer >= 0 ? &V->qps[r->peer] : NULL;
+        const char *dst = peer ? host_of(peer->p) : "(untraced peer)";
+        pair_add(V, host_of(r->p), dst, r->out_bytes);
+        pair_add(V, dst, host_of(r->p), r->in_read_bytes);
+        if (!peer)
+            continue;
+        /* What the peer pushed into this QP, or read out of it. */
+        struct vnic *n = nic_get(V, r->p, r->ctx, r->q ? r->q->port : 1);
+        if (n) {
+            n->rx_bytes += peer->out_bytes;
+            n->tx_bytes += peer->in_read_bytes;
+        }
+    }
+    /* Rates: the traced interval of each NIC's sends. */
+    for (size_t i = 0; i < V->nnics; i++) {
+        struct vnic *n = &V->nics[i];
+        double span = n->t1 - n->t0;
+        n->rate_bps = span > 0 ? (double)(n->tx_bytes + n->rx_bytes) / span : NAN;
+    }
+    /* Rails: within a host, each NIC's share of the bytes against the mean. */
+    for (size_t i = 0; i < V->nnics; i++) {
+        const char *host = V->nics[i].host;
+        double sum = 0;
+        int n = 0, first = 1;
+        for (size_t k = 0; k < V->nnics; k++)
+            if (!strcmp(V->nics[k].host, host)) {
+                first &= k >= i;
+                sum += (double)(V->nics[k].tx_bytes + V->nics[k].rx_bytes);
+                n++;
+            }
+        if (!first || n < 2 || sum <= 0)
+            continue;
+        double mean = sum / n;
+        for (size_t k = 0; k < V->nnics; k++) {
+            const struct vnic *x = &V->nics[k];
+            double share = (double)(x->tx_bytes + x->rx_bytes) / mean;
+            if (strcmp(x->host, host) || (share >= 0.5 && share <= 1.5))
+                continue;
+            char ev[600];
+            snprintf(ev, sizeof(ev), "%s port %d on %s carried %.0f%% of the mean bytes of the %d "
+                     "NICs in use there (%llu of mean %.0f)", x->name, x->port, host, share * 100,
+                     n, (unsigned long long)(x->tx_bytes + x->rx_bytes), mean);
+            struct icx_proc fake = {0};
+            fake.host = (char *)host;
+            fake.pid = -1;
+            fake.rank = -1;
+            icx_finding_add(F, "nic_imbalance", &fake, ev,
+                            share < 0.5 ? "check that the NIC's link is up at full rate and that "
+                                          "NCCL_IB_HCA / the job's NIC selection includes it"
+                                        : "spread traffic over the host's other NICs (one rail per "
+                                          "GPU: NCCL_IB_HCA, NCCL_CROSS_NIC)");
+        }
+    }
+    return V;
+}
+
+static const char *ll_name(unsigned ll)
+{
+    return ll == ICX_LL_INFINIBAND ? "InfiniBand" : ll == ICX_LL_ETHERNET ? "RoCE" : "?";
+}
+
+void icx_verbs_print(FILE *out, const struct icx_verbs *V)
+{
+    if (!V || (!V->nqps && !V->nnics))
+        return;
+    fprintf(out, "\nRDMA (verbs) per NIC port\n");
+    fprintf(out, "  %-16s %-10s %4s %-10s %14s %14s %10s %10s %12s %6s\n", "host", "nic", "port",
+            "link", "tx bytes", "rx bytes", "WRs", "recvs", "rate Gb/s", "errors");
+    for (size_t i = 0; i < V->nnics; i++) {
+        const struct vnic *n = &V->nics[i];
+        fprintf(out, "  %-16s %-10s %4d %-10s %14llu %14llu %10llu %10llu %12.3f %6llu\n", n->host,
+                n->name, n->port, ll_name(n->link_layer), (unsigned long long)n->tx_bytes,
+                (unsigned long long)n->rx_bytes, (unsigned long long)n->wrs,
+                (unsigned long long)n->recvs, isfinite(n->rate_bps) ? n->rate_bps * 8 / 1e9 : 0.0,
+                (unsigned long long)n->errors);
+    }
+    fprintf(out, "\nRDMA per QP (posted work requests)\n");
+    fprintf(out, "  %-16s %7s %-8s %8s  %-22s %10s %14s  %s\n", "host", "pid", "nic", "qp", "op",
+            "count", "bytes", "peer");
+    for (size_t i = 0; i < V->nqps; i++) {
+        const struct vqp_row *r = &V->qps[i];
+        char peer[200] = "-";
+        if (r->peer >= 0)
+            snprintf(peer, sizeof(peer), "%s pid %d qp %u", host_of(V->qps[r->peer].p),
+                     V->qps[r->peer].p->pid, V->qps[r->peer].qpn);
+        const char *nic = r->ctx < ICX_RD_MAX_VCTX ? r->p->vctx[r->ctx].name : "?";
+        if (!r->nops)
+            fprintf(out, "  %-16s %7d %-8s %8u  %-22s %10s %14s  %s\n", host_of(r->p), r->p->pid,
+                    nic, r->qpn, "(no traffic)", "", "", peer);
+        for (int o = 0; o < r->nops; o++)
+            fprintf(out, "  %-16s %7d %-8s %8u  %-22s %10llu %14llu  %s\n", host_of(r->p),
+                    r->p->pid, nic, r->qpn, icx_verbs_opcode_name(r->ops[o].kind, r->ops[o].opcode),
+                    (unsigned long long)r->ops[o].count, (unsigned long long)r->ops[o].bytes,
+                    peer);
+    }
+    fprintf(out, "\nRDMA bytes node -> node\n");
+    for (size_t i = 0; i < V->npairs; i++)
+        fprintf(out, "  %-20s -> %-20s %14llu\n", V->pairs[i].src, V->pairs[i].dst,
+                (unsigned long long)V->pairs[i].bytes);
+}
+
+void icx_verbs_json(struct icx_json *j, const struct icx_verbs *V)
+{
+    icx_json_obj(j, "verbs");
+    icx_json_arr(j, "nics");
+    for (size_t i = 0; V && i < V->nnics; i++) {
+        const struct vnic *n = &V->nics[i];
+        icx_json_obj(j, NULL);
+        icx_json_str(j, "host", n->host);
+        icx_json_str(j, "nic", n->name);
+        icx_json_int(j, "port", n->port);
+        icx_json_str(j, "link_layer", ll_name(n->link_layer));
+        icx_json_int(j, "rate_mbps", n->rate_mbps);
+        icx_json_int(j, "tx_bytes", (long long)n->tx_bytes);
+        icx_json_int(j, "rx_bytes", (long long)n->rx_bytes);
+        icx_json_int(j, "work_requests", (long long)n->wrs);
+        icx_json_int(j, "receives_posted", (long long)n->recvs);
+        icx_json_int(j, "completions", (long long)n->completions);
+        icx_json_int(j, "completion_errors", (long long)n->errors);
+        icx_json_num(j, "mean_bytes_per_s", n->rate_bps);
+        icx_json_num(j, "utilization", n->rate_mbps ? n->rate_bps * 8 / (n->rate_mbps * 1e6) : NAN);
+        icx_json_arr(j, "size_histogram"); /* [upper bound bytes, work requests] */
+        for (int c = 0; c < NCLASS; c++)
+            if (n->size_hist[c]) {
+                icx_json_obj(j, NULL);
+                icx_json_int(j, "le_bytes", c == 0 ? 0 : 1ll << (c - 1));
+                icx_json_int(j, "count", (long long)n->size_hist[c]);
+                icx_json_end(j);
+            }
+        icx_json_end(j);
+        icx_json_end(j);
+    }
+    icx_json_end(j);
+    icx_json_arr(j, "qps");
+    for (size_t i = 0; V && i < V->nqps; i++) {
+        const struct vqp_row *r = &V->qps[i];
+        icx_json_obj(j, NULL);
+        icx_json_str(j, "host", host_of(r->p));
+        icx_json_int(j, "pid", r->p->pid);
+        icx_json_int(j, "rank", r->p->rank);
+        icx_json_str(j, "nic", r->ctx < ICX_RD_MAX_VCTX ? r->p->vctx[r->ctx].name : "?");
+        icx_json_int(j, "qp_num", r->qpn);
+        icx_json_int(j, "dest_qp_num", r->q && r->q->connected ? (long long)r->q->dest_qp_num : -1);
+        if (r->peer >= 0) {
+            const struct vqp_row *q = &V->qps[r->peer];
+            icx_json_obj(j, "peer");
+            icx_json_str(j, "host", host_of(q->p));
+            icx_json_int(j, "pid", q->p->pid);
+            icx_json_int(j, "rank", q->p->rank);
+            icx_json_int(j, "qp_num", q->qpn);
+            icx_json_end(j);
+        } else {
+            icx_json_null(j, "peer");
+        }
+        icx_json_arr(j, "ops");
+        for (int o = 0; o < r->nops; o++) {
+            icx_json_obj(j, NULL);
+            icx_json_int(j, "kind", r->ops[o].kind);
+            icx_json_int(j, "opcode", r->ops[o].opcode);
+            icx_json_str(j, "name", icx_verbs_opcode_name(r->ops[o].kind, r->ops[o].opcode));
+            icx_json_int(j, "count", (long long)r->ops[o].count);
+            icx_json_int(j, "bytes", (long long)r->ops[o].bytes);
+            icx_json_int(j, "signaled", (long long)r->ops[o].signaled);
+            icx_json_end(j);
+        }
+        icx_json_end(j);
+        icx_json_end(j);
+    }
+    icx_json_end(j);
+    icx_json_arr(j, "node_matrix");
+    for (size_t i = 0; V && i < V->npairs; i++) {
+        icx_json_obj(j, NULL);
+        icx_json_str(j, "src", V->pairs[i].src);
+        icx_json_str(j, "dst", V->pairs[i].dst);
+        icx_json_int(j, "bytes", (long long)V->pairs[i].bytes);
+        icx_json_end(j);
+    }
+    icx_json_end(j);
+    icx_json_end(j);
+}
+
+void icx_verbs_free(struct icx_verbs *V)
+{
+    if (!V)
+        return;
+    free(V->qps);
+    free(V->nics);
+    free(V->pairs);
+    free(V);
+}

@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""Verbs tests.  On this machine: dlsym/dlvsym interposition (RTLD_NEXT keeps its caller, versions
+are respected).  In the QEMU guest with rdma_rxe (tests/rxe/vm.sh): perftest's ib_write_bw,
+ib_send_bw and ib_read_bw with several QPs, and our verbs_loop (post API, ibv_wr_* API, dlopen +
+dlvsym, per-request events) under the tracer; the analyzer's per-QP work requests and bytes must
+equal what the programs did, and the QPs of the two perftest processes must be matched.
+
+Usage: run_verbs.py BUILD_DIR [TEST_NAME...]   Prints PASS/FAIL/SKIP lines and 'N passed, N failed'.
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+import run_e2e as base
+from run_e2e import BUILD, ROOT, Skip, check
+
+VERBS = os.path.join(BUILD, "tests", "verbs")
+ITERS, SIZE, QPS = 200, 4096, 2
+
+
+def test_dlsym_rtld_next_keeps_caller():
+    """dlsym(RTLD_NEXT) called from a library finds the definition after *that* library, with
+    libicxtrace (which interposes dlsym) preloaded; a plain-call wrapper would return 'a'."""
+    with tempfile.TemporaryDirectory() as tmp:
+        env = base.env_for(tmp)
+        p = subprocess.run([os.path.join(VERBS, "dl_next")], env=env, capture_output=True,
+                           text=True, timeout=60)
+    check(p.returncode == 0 and p.stdout.strip() == "b", "dl_next printed %r (rc %d): %s"
+          % (p.stdout, p.returncode, p.stderr))
+
+
+def test_dlvsym_versions():
+    """NCCL-style dlvsym(handle, name, "IBVERBS_1.1") hands out our wrappers; IBVERBS_1.0 (another
+    ABI), names we do not wrap and missing names get exactly what libibverbs gives."""
+    with tempfile.TemporaryDirectory() as tmp:
+        truth = os.path.join(tmp, "truth")
+        env = base.env_for(tmp)
+        p = subprocess.run([os.path.join(VERBS, "verbs_loop_dl"), "no_such_dev", "1", "post", "5",
+                            "64", truth], env=env, capture_output=True, text=True, timeout=60)
+        check("no device" in p.stderr, "unexpected: %s" % p.stderr)
+        got = dict((" ".join(l.split()[1:3]), l.split()[3]) for l in open(truth) if l.startswith("lookup"))
+    want = {"ibv_open_device IBVERBS_1.1": "wrapper", "ibv_create_qp IBVERBS_1.1": "wrapper",
+            "ibv_modify_qp IBVERBS_1.1": "wrapper", "ibv_reg_mr IBVERBS_1.1": "wrapper",
+            "ibv_qp_to_qp_ex IBVERBS_1.6": "wrapper", "ibv_get_device_list IBVERBS_1.1": "real",
+            "ibv_alloc_pd IBVERBS_1.1": "real", "ibv_open_device IBVERBS_1.0": "real",
+            "ibv_open_device default": "wrapper", "no_such_symbol default": "missing"}
+    for k, v in want.items():
+        check(got.get(k) == v, "lookup %s: got %s, want %s" % (k, got.get(k), v))
+
+
+# ---- the real verbs stack (one VM boot for all of them) ----
+
+_vm = {}
+
+
+def vm_results():
+    """Boot the guest once and run tests/rxe/verbs_guest.sh; cache its output directory."""
+    if "dir" in _vm:
+        return _vm["dir"]
+    if os.environ.get("ICX_TEST_SANITIZE") == "1":
+        raise Skip("the verbs VM runs in the normal test pass only")
+    out = tempfile.mkdtemp(prefix="icx-rxe-")
+    p = subprocess.run([os.path.join(ROOT, "tests", "rxe", "vm.sh"), out,
+                        os.path.join(ROOT, "tests", "rxe", "verbs_guest.sh"), BUILD, str(ITERS),
+                        str(SIZE), str(QPS)], capture_output=True, text=True, timeout=900)
+    if p.returncode == 125:
+        raise Skip("qemu cannot run here: " + p.stderr.strip())
+    check(p.returncode == 0, "vm.sh failed (%d): %s" % (p.returncode, p.stderr[-2000:]))
+    steps = dict(l.split()[1:3] for l in open(os.path.join(out, "steps.txt")) if l.startswith("STEP"))
+    check(steps.get("setup") == "0", "rxe setup failed: %s; %s" % (steps, open(os.path.join(out, "console.log")).read()[-2000:]))
+    _vm["dir"] = out
+    _vm["steps"] = steps
+    return out
+
+
+def ops_of(doc):
+    """{(pid, qp): {(kind, opcode): (count, bytes)}} and the qp rows."""
+    res = {}
+    for q in doc["verbs"]["qps"]:
+        res[(q["pid"], q["qp_num"])] = {(o["kind"], o["opcode"]): (o["count"], o["bytes"])
+                                        for o in q["ops"]}
+    return res
+
+
+def perftest(name, opcode):
+    out = vm_results()
+    check(_vm["steps"].get("perftest-" + name) == "0/0", "perftest %s failed: %s" % (name, _vm["steps"]))
+    cli, srv = (os.path.join(out, "%s-%s.icx.zst" % (name, s)) for s in ("client", "server"))
+    doc, _ = base.analyze([cli, srv])
+    procs = {p["cmdline"].endswith("192.0.2.1"): p["pid"] for p in doc["processes"]}
+    client, server = procs[True], procs[False]
+    rows = [q for q in doc["verbs"]["qps"] if q["pid"] == client]
+    check(len(rows) == QPS, "client QPs: %d, want %d" % (len(rows), QPS))
+    for q in rows:
+        ops = {(o["kind"], o["opcode"]): o for o in q["ops"]}
+        posted = ops.get((1, opcode))
+        check(posted and posted["count"] == ITERS and posted["bytes"] == ITERS * SIZE,
+              "client QP %d %s: %s, want %d WRs / %d B" % (q["qp_num"], name, posted, ITERS, ITERS * SIZE))
+        check(q["peer"] and q["peer"]["pid"] == server, "client QP %d not matched to the server: %s"
+              % (q["qp_num"], q["peer"]))
+    srows = [q for q in doc["verbs"]["qps"] if q["pid"] == server]
+    check(sorted(q["qp_num"] for q in srows) == sorted(q["peer"]["qp_num"] for q in rows),
+          "server QPs %s vs peers of the client's" % [q["qp_num"] for q in srows])
+    if name == "send":  # the server received every message
+        for q in srows:
+            ops = {(o["kind"], o["opcode"]): o for o in q["ops"]}
+            wc = ops.get((4, 128))
+            check(wc and wc["count"] == ITERS and wc["bytes"] == ITERS * SIZE,
+                  "server QP %d receive completions %s" % (q["qp_num"], wc))
+    total = QPS * ITERS * SIZE
+    matrix = {(m["src"], m["dst"]): m["bytes"] for m in doc["verbs"]["node_matrix"]}
+    check(matrix == {("rxe-guest", "rxe-guest"): total}, "node matrix %s, want %d" % (matrix, total))
+    nic = doc["verbs"]["nics"]
+    check(len(nic) == 1 and nic[0]["nic"] == "rxe0" and nic[0]["link_layer"] == "RoCE"
+          and nic[0]["tx_bytes"] == total and nic[0]["rx_bytes"] == total,
+          "NIC rows %s" % nic)
+
+
+def test_rxe_perftest_write():
+    """ib_write_bw -q 2 on rdma_rxe: RDMA WRITE WRs and bytes per QP exact, QPs matched."""
+    perftest("write", 0)
+
+
+def test_rxe_perftest_send():
+    """ib_send_bw -q 2: SEND WRs per QP exact; the server's receive completions exact."""
+    perftest("send", 2)
+
+
+def test_rxe_perftest_read():
+    """ib_read_bw -q 2: RDMA READ WRs per QP exact; bytes counted as coming in."""
+    perftest("read", 4)
+
+
+def loop(name):
+    out = vm_results()
+    check(_vm["steps"].get(name) == "0", "%s failed: %s" % (name, open(os.path.join(out, name + ".txt")).read()))
+    doc, _ = base.analyze([os.path.join(out, name + ".icx.zst")])
+    got = ops_of(doc)
+    pid = doc["processes"][0]["pid"]
+    n = 0
+    for l in open(os.path.join(out, name + ".truth")):
+        f = l.split()
+        if f[0] != "qp":
+            continue
+        qp, kind, op, count, nbytes = (int(x) for x in f[1:6])
+        have = got.get((pid, qp), {}).get((kind, op))
+        check(have == (count, nbytes), "%s: QP %d kind %d op %d: traced %s, truth %d WRs / %d B"
+              % (name, qp, kind, op, have, count, nbytes))
+        n += 1
+    check(n == 5, "%s: truth has %d lines" % (name, n))
+    return doc
+
+
+def test_rxe_post_api():
+    """verbs_loop, ibv_post_send/recv (with inline SENDs): every QP/opcode count and byte exact."""
+    loop("loop-post")
+
+
+def test_rxe_wr_api():
+    """verbs_loop through ibv_wr_* (extended QP): exact, and an aborted batch is not counted."""
+    loop("loop-wr")
+
+
+def test_rxe_dlopen_dlvsym():
+    """verbs_loop_dl: libibverbs dlopen()ed and resolved with dlvsym as NCCL does: exact."""
+    loop("loop-dl")
+    lines = open(os.path.join(vm_results(), "loop-dl.truth")).read()
+    check("lookup ibv_open_device IBVERBS_1.1 wrapper" in lines and
+          "lookup ibv_open_device IBVERBS_1.0 real" in lines, lines)
+
+
+def test_rxe_event_mode():
+    """ICX_VERBS_EVENTS=1: one record per work request and completion, same totals."""
+    doc = loop("loop-events")
+    n = doc["processes"][0]["events_recorded"]
+    check(n >= 5 * ITERS, "events recorded: %s, want >= %d" % (n, 5 * ITERS))
+
+
+if __name__ == "__main__":
+    sys.exit(base.main(globals(), "verbs"))

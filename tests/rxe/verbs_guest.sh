@@ -1,0 +1,50 @@
+# Runs inside the verbs VM (tests/rxe/vm.sh OUT tests/rxe/verbs_guest.sh BUILD ITERS SIZE QPS).
+# Soft-RoCE on a dummy netdev, then perftest pairs and our own verbs workloads under the tracer.
+# perftest gets -F: its CPU-frequency self-check ("Can't produce a report") is unreliable under
+# TCG and failed ib_send_bw runs here, more often with the tracer's writer thread running.
+# Every trace, perftest report and truth file lands in OUT; "STEP name rc" lines in steps.txt.
+out=$1 build=$2 iters=${3:-200} size=${4:-4096} qps=${5:-2}
+lib=$build/lib/libicxtrace.so
+addr=192.0.2.1 # TEST-NET-1 on a dummy device in a guest without a network card
+step() { echo "STEP $1 $2" >>"$out/steps.txt"; }
+: >"$out/steps.txt"
+modprobe crc32_generic; modprobe rdma_rxe && modprobe dummy numdummies=1 &&
+    ip link set dummy0 up && ip addr add $addr/24 dev dummy0 &&
+    rdma link add rxe0 type rxe netdev dummy0
+step setup $?
+ibv_devinfo -d rxe0 >"$out/devinfo.txt" 2>&1
+gid=1 # the IPv4-mapped GID of $addr
+
+traced() { # traced NAME CMD...: run CMD with the tracer writing $out/NAME.icx.zst
+    name=$1; shift
+    timeout 120 env ICX_OUTPUT=$out/$name.icx.zst LD_PRELOAD=$lib "$@"
+}
+
+for t in write send read; do
+    traced ${t}-server ib_${t}_bw -F -d rxe0 -x $gid -s $size -n $iters -q $qps \
+        >"$out/${t}-server.txt" 2>&1 &
+    srv=$!
+    rc=1
+    for try in 1 2 3 4 5 6 7 8 9 10; do # the server needs a moment to listen
+        sleep 1
+        traced ${t}-client ib_${t}_bw -F -d rxe0 -x $gid -s $size -n $iters -q $qps $addr \
+            >"$out/${t}-client.txt" 2>&1 && { rc=0; break; }
+        grep -q "Couldn't connect" "$out/${t}-client.txt" || break
+    done
+    wait $srv
+    step perftest-$t "$rc/$?"
+done
+
+traced loop-post "$build/tests/verbs/verbs_loop" rxe0 $gid post $iters $size \
+    "$out/loop-post.truth" >"$out/loop-post.txt" 2>&1
+step loop-post $?
+traced loop-wr "$build/tests/verbs/verbs_loop" rxe0 $gid wr $iters $size \
+    "$out/loop-wr.truth" >"$out/loop-wr.txt" 2>&1
+step loop-wr $?
+traced loop-dl "$build/tests/verbs/verbs_loop_dl" rxe0 $gid post $iters $size \
+    "$out/loop-dl.truth" >"$out/loop-dl.txt" 2>&1
+step loop-dl $?
+ICX_VERBS_EVENTS=1 traced loop-events "$build/tests/verbs/verbs_loop" rxe0 $gid post \
+    $iters $size "$out/loop-events.truth" >"$out/loop-events.txt" 2>&1
+step loop-events $?
+exit 0
