@@ -7,7 +7,11 @@ BUILD=${BUILD:-build}
 ROUNDS=${ROUNDS:-7}
 B="$BUILD/bench/bench_copy"
 # All variants on the same CPU, so they share its frequency and caches.
-if command -v taskset >/dev/null 2>&1; then B="taskset -c ${BENCH_CPU:-1} $B"; fi
+V="$BUILD/bench/bench_post_send"
+if command -v taskset >/dev/null 2>&1; then
+    B="taskset -c ${BENCH_CPU:-1} $B"
+    V="taskset -c ${BENCH_CPU:-1} $V"
+fi
 LIB="$(cd "$BUILD/lib" && pwd)/libicxtrace.so"
 # Default ring; the writer drains every millisecond, so between bursts the ring empties.  The run
 # fails if anything was dropped: the drop path is cheaper and would flatter the numbers.
@@ -23,11 +27,15 @@ for r in $(seq "$ROUNDS"); do
             >>"$tmp/$mode"
     done
     ICX_STACKS=64 ICX_QUIET=1 ICX_OUTPUT="$tmp/t-stk.icx.zst" LD_PRELOAD="$LIB" $B >>"$tmp/stacks"
+    # ibv_post_send against the null libibverbs: aggregate (default) and event mode
+    $V >>"$tmp/v-none"
+    ICX_QUIET=1 ICX_OUTPUT="$tmp/t-vagg.icx.zst" LD_PRELOAD="$LIB" $V >>"$tmp/v-agg"
+    ICX_VERBS_EVENTS=1 ICX_QUIET=1 ICX_OUTPUT="$tmp/t-vev.icx.zst" LD_PRELOAD="$LIB" $V >>"$tmp/v-ev"
 done
 python3 - "$tmp" "$BUILD/bin/icx-analyze" <<'PY'
 import json, statistics, subprocess, sys, os
 d = sys.argv[1]
-for t in ("off", "sample", "all", "stk"):
+for t in ("off", "sample", "all", "stk", "vagg", "vev"):
     doc = json.loads(subprocess.run([sys.argv[2], "summarize", "--json", os.path.join(d, "t-%s.icx.zst" % t)],
                                     capture_output=True, text=True, check=True).stdout)
     lost = doc["processes"][0]["lost"]
@@ -46,4 +54,13 @@ for name, label in (("floor", "floor: 2x rdtsc + 32 B TLS record"),
                     ("stacks", "icxtrace, default + ICX_STACKS=64")):
     v = med(name)
     print("%-34s %8.1f %8.1f" % (label, v, v - base))
+vbase = med("v-none")
+print()
+print("ibv_post_send (one 4 KiB RDMA WRITE), null libibverbs, ns per call")
+print("%-34s %8s %8s" % ("variant", "ns/call", "added"))
+print("%-34s %8.1f %8s" % ("no preload", vbase, "-"))
+for name, label in (("v-agg", "icxtrace, aggregates (default)"),
+                    ("v-ev", "icxtrace, ICX_VERBS_EVENTS=1")):
+    v = med(name)
+    print("%-34s %8.1f %8.1f" % (label, v, v - vbase))
 PY
