@@ -58,7 +58,7 @@ mount -t overlay overlay -o lowerdir=/host,upperdir=/rw/upper,workdir=/rw/work /
 mkdir -p /new/icx-out
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 icxout /new/icx-out
 for d in proc sys dev; do mount --move /$d /new/$d 2>/dev/null || mount --bind /$d /new/$d; done
-mount -t tmpfs tmpfs /new/tmp; mount -t tmpfs tmpfs /new/run
+mount -t tmpfs tmpfs /new/run # not /tmp: a build under /tmp (a CI clone) must stay visible
 ip link set lo up
 chroot /new /bin/sh -c "hostname rxe-guest; sh /icx-out/.script /icx-out \$(cat /icx-out/.args) \
     >/icx-out/console.log 2>&1; echo \$? >/icx-out/rc; sync"
