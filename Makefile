@@ -140,7 +140,7 @@ $(BUILD)/bench/null/libibverbs.so.1: bench/nullverbs.c bench/nullverbs.map
 	$(CC) $(BASE_CFLAGS) -fPIC -shared -Wl,-soname,libibverbs.so.1 \
 	    -Wl,--version-script=bench/nullverbs.map -o $@ $<
 
-$(BUILD)/bench/bench_post_send: bench/bench_post_send.c $(BUILD)/bench/null/libibverbs.so.1
+$(BUILD)/bench/bench_post_send: bench/bench_post_send.c bench/bench_timing.h $(BUILD)/bench/null/libibverbs.so.1
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -O2 -o $@ $< -L$(BUILD)/bench/null -l:libibverbs.so.1 \
 	    -Wl,-rpath,'$$ORIGIN/null'
@@ -149,7 +149,7 @@ $(BUILD)/bench/libfloor.so: bench/floor_preload.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -fPIC -shared -fvisibility=hidden -o $@ $< -ldl
 
-$(BUILD)/bench/bench_copy: bench/bench_copy.c $(BUILD)/bench/null/libcudart.so.13
+$(BUILD)/bench/bench_copy: bench/bench_copy.c bench/bench_timing.h $(BUILD)/bench/null/libcudart.so.13
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -O2 -o $@ $< -L$(BUILD)/bench/null -l:libcudart.so.13 \
 	    -Wl,-rpath,'$$ORIGIN/null'

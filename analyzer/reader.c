@@ -404,7 +404,12 @@ static int decode_record(struct decoder *d, const struct icx_rec *r, char *err, 
     case ICX_REC_CUDA_FREE:
     case ICX_REC_CUDA_HOST_COPY:
     case ICX_REC_HOST_ALLOC:
-    case ICX_REC_HOST_FREE: {
+    case ICX_REC_HOST_FREE:
+    case ICX_REC_VERBS_QP:
+    case ICX_REC_VERBS_MR:
+    case ICX_REC_VERBS_WR:
+    case ICX_REC_VERBS_WC:
+    case ICX_REC_VERBS_CQ: {
         if (!d->in_block) {
             snprintf(err, errlen, "%s record outside a block", icx_record_name(r->type));
             return -1;
@@ -415,6 +420,10 @@ static int decode_record(struct decoder *d, const struct icx_rec *r, char *err, 
         int64_t ts = d->prev_ts + e->ts;
         d->prev_ts = ts;
         d->last_copy = 0;
+        if (r->type >= ICX_REC_VERBS_QP && r->type <= ICX_REC_VERBS_CQ) {
+            icx_read_verbs(p, r, size, ts, str_of);
+            break;
+        }
         struct icx_rd_thread *th = icx_thread_get(p, d->block_tid);
         if (th)
             th->cuda_events++;
@@ -452,30 +461,9 @@ static int decode_record(struct decoder *d, const struct icx_rec *r, char *err, 
         }
         break;
     }
-    case ICX_REC_VERBS_QP:
-    case ICX_REC_VERBS_MR:
-    case ICX_REC_VERBS_WR:
-    case ICX_REC_VERBS_WC:
-    case ICX_REC_VERBS_CQ: {
-        if (!d->in_block) {
-            snprintf(err, errlen, "%s record outside a block", icx_record_name(r->type));
-            return -1;
-        }
-        const struct icx_rec_event *e = (const void *)r;
-        if (size < sizeof(*e))
-            return -1;
-        d->prev_ts += e->ts;
-        d->last_copy = 0;
-        if (icx_read_verbs(p, r, size, d->prev_ts, str_of) != 0)
-            return -1;
-        break;
-    }
     case ICX_REC_VERBS_DEVICE:
     case ICX_REC_VERBS_PORT:
-    case ICX_REC_VERBS_AGG:
-        if (icx_read_verbs(p, r, size, 0, str_of) != 0)
-            return -1;
-        break;
+    case ICX_REC_VERBS_AGG: icx_read_verbs(p, r, size, 0, str_of); break;
     default: break; /* unknown or not needed: skipped by size */
     }
     return 0;

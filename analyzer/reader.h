@@ -226,8 +226,8 @@ const char *icx_symbol_find(const struct icx_proc *p, uint64_t addr);
 
 /* reader_verbs.c: a verbs record (ts: the decoded tick time of an EVENT one); the tick -> time
  * conversion once the stream is read; the name of an opcode / completion status. */
-int icx_read_verbs(struct icx_proc *p, const struct icx_rec *r, size_t size, int64_t ts,
-                   const char *(*str)(const struct icx_proc *, uint32_t));
+void icx_read_verbs(struct icx_proc *p, const struct icx_rec *r, size_t size, int64_t ts,
+                    const char *(*str)(const struct icx_proc *, uint32_t));
 void icx_verbs_finish(struct icx_proc *p);
 const char *icx_verbs_opcode_name(unsigned kind, unsigned opcode);
 const char *icx_wc_status_name(unsigned status);

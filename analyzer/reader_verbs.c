@@ -32,8 +32,8 @@ static unsigned size_class(uint64_t b)
     return b == 0 ? 0 : b == 1 ? 1 : 65u - (unsigned)__builtin_clzll(b - 1);
 }
 
-int icx_read_verbs(struct icx_proc *p, const struct icx_rec *r, size_t size, int64_t ts,
-                   const char *(*str)(const struct icx_proc *, uint32_t))
+void icx_read_verbs(struct icx_proc *p, const struct icx_rec *r, size_t size, int64_t ts,
+                    const char *(*str)(const struct icx_proc *, uint32_t))
 {
     switch (r->type) {
     case ICX_REC_VERBS_DEVICE:
@@ -118,7 +118,7 @@ int icx_read_verbs(struct icx_proc *p, const struct icx_rec *r, size_t size, int
                     if (p->vwc_errs[i].ctx == x->ctx && p->vwc_errs[i].qp_num == x->qp_num &&
                         p->vwc_errs[i].status == x->status) {
                         p->vwc_errs[i].count++;
-                        return 0;
+                        return;
                     }
                 if (!icx_grow((void **)&p->vwc_errs, &p->cap_vwc_errs, p->nvwc_errs,
                               sizeof(*p->vwc_errs)))
@@ -134,7 +134,6 @@ int icx_read_verbs(struct icx_proc *p, const struct icx_rec *r, size_t size, int
         break;
     default: break;
     }
-    return 0;
 }
 
 void icx_verbs_finish(struct icx_proc *p)

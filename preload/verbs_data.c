@@ -26,7 +26,7 @@ struct icx_vagg_ent {
 struct icx_vagg {
     uint64_t t_seen_ns; /* writer: end of the interval last written */
     struct icx_vagg_ent e[ICX_VAGG_N];
-    struct icx_vagg_ent overflow[5]; /* per kind, when the table is full */
+    struct icx_vagg_ent overflow[4]; /* per kind, when the table is full */
 };
 
 /* key: slot+1 (8 bits) | kind (8) | opcode (8) | size class (8) | QP number (32) */
@@ -54,7 +54,6 @@ static struct icx_vagg *icx_vagg_slow(void)
             icx_count_lost(ICX_LOST_no_buffer);
             return NULL;
         }
-        a->t_seen_ns = 0;
         /* Published to the writer by the release store of a key, and by the ring lock. */
         b->vagg = a;
     }
@@ -71,29 +70,25 @@ static inline struct icx_vagg *icx_vagg_self(void)
     return icx_vagg_slow();
 }
 
-static inline void icx_vagg_add(struct icx_vagg *a, uint64_t key, uint64_t bytes, unsigned sig)
+static inline void icx_vagg_add(struct icx_vagg *a, uint64_t key, uint64_t n, uint64_t bytes,
+                                unsigned sig)
 {
     uint32_t i = (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 54) & (ICX_VAGG_N - 1);
     for (unsigned probe = 0; probe < ICX_VAGG_PROBES; probe++, i = (i + 1) & (ICX_VAGG_N - 1)) {
         struct icx_vagg_ent *e = &a->e[i];
         uint64_t k = atomic_load_explicit(&e->key, memory_order_relaxed);
-        if (ICX_LIKELY(k == key)) {
-            icx_bump(&e->count, 1);
+        if (ICX_LIKELY(k == key) || k == 0) {
+            icx_bump(&e->count, n);
             icx_bump(&e->bytes, bytes);
             icx_bump(&e->signaled, sig);
-            return;
-        }
-        if (k == 0) {
-            icx_bump(&e->count, 1);
-            icx_bump(&e->bytes, bytes);
-            icx_bump(&e->signaled, sig);
-            atomic_store_explicit(&e->key, key, memory_order_release);
+            if (k == 0) /* a new entry: its counts are in place before the writer can see it */
+                atomic_store_explicit(&e->key, key, memory_order_release);
             return;
         }
     }
-    /* Full: a catch-all per kind keeps the totals exact, losing only the QP and size. */
-    struct icx_vagg_ent *e = &a->overflow[(key >> 48) & 0xff ? ((key >> 48) & 0xff) % 5 : 0];
-    icx_bump(&e->count, 1);
+    /* Full: a catch-all per kind (1..4) keeps the totals exact, losing only the QP and size. */
+    struct icx_vagg_ent *e = &a->overflow[(key >> 48) & 3];
+    icx_bump(&e->count, n);
     icx_bump(&e->bytes, bytes);
     icx_bump(&e->signaled, sig);
     atomic_store_explicit(&e->key, key & ~0xffffffffull, memory_order_release);
@@ -138,7 +133,7 @@ void icx_verbs_drain_agg(struct icx_frame *f, struct icx_tbuf *b)
     uint64_t t0 = a->t_seen_ns ? a->t_seen_ns : now;
     for (unsigned i = 0; i < ICX_VAGG_N; i++)
         icx_vagg_put(f, &a->e[i], t0, now);
-    for (unsigned i = 0; i < 5; i++)
+    for (unsigned i = 0; i < 4; i++)
         icx_vagg_put(f, &a->overflow[i], t0, now);
     a->t_seen_ns = now;
 }
@@ -219,7 +214,7 @@ static void icx_vsends(const struct icx_vctx *v, const struct ibv_qp *qp,
     for (; wr && wr != stop; wr = wr->next) {
         uint64_t bytes = icx_sge_bytes(wr->sg_list, wr->num_sge);
         icx_vagg_add(a, icx_vkey(slot, ICX_VK_SEND, wr->opcode, icx_size_class(bytes), qp->qp_num),
-                     bytes, (wr->send_flags & IBV_SEND_SIGNALED) != 0);
+                     1, bytes, (wr->send_flags & IBV_SEND_SIGNALED) != 0);
     }
 }
 
@@ -240,7 +235,8 @@ static void icx_vrecvs(const struct icx_vctx *v, uint32_t qpn, unsigned kind,
         return;
     for (; wr && wr != stop; wr = wr->next) {
         uint64_t bytes = icx_sge_bytes(wr->sg_list, wr->num_sge);
-        icx_vagg_add(a, icx_vkey(slot, kind, ICX_VOP_RECV, icx_size_class(bytes), qpn), bytes, 0);
+        icx_vagg_add(a, icx_vkey(slot, kind, ICX_VOP_RECV, icx_size_class(bytes), qpn), 1, bytes,
+                     0);
     }
 }
 
@@ -262,13 +258,12 @@ void icx_verbs_count_sends(uint16_t slot, uint32_t qpn, const struct icx_vpend *
     if (!icx_verbs_events)
         for (unsigned i = 0; i < n; i++)
             icx_vagg_add(a, icx_vkey(slot, ICX_VK_SEND, p[i].opcode, icx_size_class(p[i].bytes), qpn),
-                         p[i].bytes, (p[i].flags & IBV_SEND_SIGNALED) != 0);
+                         1, p[i].bytes, (p[i].flags & IBV_SEND_SIGNALED) != 0);
     /* Past ICX_VPEND in one batch: exact totals, size class of their mean. */
-    for (uint64_t i = 0; i < extra_count; i++) {
-        uint64_t share = extra_bytes / extra_count + (i < extra_bytes % extra_count);
-        icx_vagg_add(a, icx_vkey(slot, ICX_VK_SEND, extra_op, icx_size_class(extra_bytes / extra_count), qpn),
-                     share, 0);
-    }
+    if (extra_count)
+        icx_vagg_add(a, icx_vkey(slot, ICX_VK_SEND, extra_op,
+                                 icx_size_class(extra_bytes / extra_count), qpn),
+                     extra_count, extra_bytes, 0);
 }
 
 /* The original of a context op; a context we swapped always has a slot, but fail safe. */
@@ -290,30 +285,31 @@ int icx_vw_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_
     return rc;
 }
 
+/* After a receive post: count what the provider accepted. */
+static inline int icx_vrecv_done(const struct icx_vctx *v, uint32_t qpn, unsigned kind,
+                                 const struct ibv_recv_wr *wr, int rc,
+                                 struct ibv_recv_wr *const *bad, uint64_t t0)
+{
+    if (ICX_LIKELY(icx_hooks_on()) && (rc == 0 || *bad != wr)) {
+        int saved = errno;
+        icx_vrecvs(v, qpn, kind, wr, rc == 0 ? NULL : *bad, t0);
+        errno = saved;
+    }
+    return rc;
+}
+
 int icx_vw_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
 {
     ICX_VORIG(qp->context, post_recv, ENOSYS)
     uint64_t t0 = ICX_UNLIKELY(icx_verbs_events) ? icx_ticks() : 0;
-    int rc = v->post_recv(qp, wr, bad);
-    if (ICX_LIKELY(icx_hooks_on()) && (rc == 0 || *bad != wr)) {
-        int saved = errno;
-        icx_vrecvs(v, qp->qp_num, ICX_VK_RECV, wr, rc == 0 ? NULL : *bad, t0);
-        errno = saved;
-    }
-    return rc;
+    return icx_vrecv_done(v, qp->qp_num, ICX_VK_RECV, wr, v->post_recv(qp, wr, bad), bad, t0);
 }
 
 int icx_vw_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
 {
     ICX_VORIG(srq->context, post_srq_recv, ENOSYS)
     uint64_t t0 = ICX_UNLIKELY(icx_verbs_events) ? icx_ticks() : 0;
-    int rc = v->post_srq_recv(srq, wr, bad);
-    if (ICX_LIKELY(icx_hooks_on()) && (rc == 0 || *bad != wr)) {
-        int saved = errno;
-        icx_vrecvs(v, 0, ICX_VK_SRQ_RECV, wr, rc == 0 ? NULL : *bad, t0);
-        errno = saved;
-    }
-    return rc;
+    return icx_vrecv_done(v, 0, ICX_VK_SRQ_RECV, wr, v->post_srq_recv(srq, wr, bad), bad, t0);
 }
 
 int icx_vw_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
@@ -338,7 +334,7 @@ int icx_vw_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
         if (a)
             icx_vagg_add(a, icx_vkey(slot, ICX_VK_COMPLETION, w->opcode, icx_size_class(bytes),
                                      w->qp_num),
-                         bytes, 0);
+                         1, bytes, 0);
     }
     errno = saved;
     return got;
