@@ -17,6 +17,7 @@ PRELOAD_SRC := $(wildcard preload/*.c)
 ANALYZER_LIB_SRC := $(filter-out analyzer/main.c,$(wildcard analyzer/*.c))
 SIM_CUDART_SRC := tests/sim/cudart.c tests/sim/topo_file.c tests/sim/counters.c
 SIM_NVML_SRC := tests/sim/nvml.c tests/sim/topo_file.c tests/sim/counters.c
+SIM_VERBS_SRC := tests/sim/verbs.c tests/sim/topo_file.c
 
 LIBICX := $(BUILD)/lib/libicxtrace.so
 ANALYZE := $(BUILD)/bin/icx-analyze
@@ -24,6 +25,7 @@ ICXRUN := $(BUILD)/bin/icx-run
 ICXSIM := $(BUILD)/bin/icx-sim
 SIM_CUDART := $(BUILD)/sim/lib/libcudart.so.13
 SIM_NVML := $(BUILD)/sim/lib/libnvidia-ml.so.1
+SIM_VERBS := $(BUILD)/sim/lib/libibverbs.so.1
 TEST_PROGS := $(patsubst tests/e2e/%.c,$(BUILD)/tests/%,$(wildcard tests/e2e/*.c))
 UNIT_PROGS := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit_%,$(wildcard tests/unit/*.c))
 BENCH_PROGS := $(BUILD)/bench/bench_copy $(BUILD)/bench/null/libcudart.so.13 $(BUILD)/bench/libfloor.so \
@@ -31,9 +33,10 @@ BENCH_PROGS := $(BUILD)/bench/bench_copy $(BUILD)/bench/null/libcudart.so.13 $(B
 
 .PHONY: all deps test demo sanitize bench clean format fuzz
 VERBS_PROGS := $(BUILD)/tests/verbs/verbs_loop $(BUILD)/tests/verbs/verbs_loop_dl \
+               $(BUILD)/tests/verbs/rail_verbs \
                $(BUILD)/tests/verbs/dl_next
 STATIC_TEST := $(if $(wildcard $(CUDA_HOME)/lib64/libcudart_static.a),$(BUILD)/tests/static/static_cudart)
-all: deps-ok $(LIBICX) $(ANALYZE) $(ICXRUN) $(ICXSIM) $(SIM_CUDART) $(SIM_NVML) $(TEST_PROGS) $(UNIT_PROGS) $(VERBS_PROGS) \
+all: deps-ok $(LIBICX) $(ANALYZE) $(ICXRUN) $(ICXSIM) $(SIM_CUDART) $(SIM_NVML) $(SIM_VERBS) $(TEST_PROGS) $(UNIT_PROGS) $(VERBS_PROGS) \
      $(BENCH_PROGS) $(STATIC_TEST)
 
 # Checked once per build directory; tools/install-deps.sh installs (root) or names what is missing.
@@ -88,6 +91,11 @@ $(SIM_NVML): $(patsubst tests/sim/%.c,$(O)/sim/%.o,$(SIM_NVML_SRC)) tests/sim/nv
 	$(CC) -shared $(SAN) -Wl,-soname,libnvidia-ml.so.1 -Wl,--version-script=tests/sim/nvml.map \
 	    -o $@ $(filter %.o,$^) -lpthread -lm
 
+$(SIM_VERBS): $(patsubst tests/sim/%.c,$(O)/sim/%.o,$(SIM_VERBS_SRC)) tests/sim/verbs.map
+	@mkdir -p $(dir $@)
+	$(CC) -shared $(SAN) -Wl,-soname,libibverbs.so.1 -Wl,--version-script=tests/sim/verbs.map \
+	    -o $@ $(filter %.o,$^) -lpthread
+
 # Test workloads compile against the real CUDA headers and link the (simulated) libcudart.
 $(BUILD)/tests/%: tests/e2e/%.c $(SIM_CUDART)
 	@mkdir -p $(dir $@)
@@ -110,6 +118,12 @@ $(BUILD)/tests/verbs/verbs_loop: tests/verbs/verbs_loop.c
 $(BUILD)/tests/verbs/verbs_loop_dl: tests/verbs/verbs_loop.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -DICX_DLOPEN -o $@ $< -ldl
+
+# Multi-node workload for the simulated cluster: linked to the simulated libibverbs (no -lfoo.so
+# symlink there, so by file name; its IBVERBS_1.1 references resolve against the real one too).
+$(BUILD)/tests/verbs/rail_verbs: tests/verbs/rail_verbs.c $(SIM_VERBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -o $@ $< -L$(BUILD)/sim/lib -l:libibverbs.so.1
 
 # dlsym(RTLD_NEXT) from a library must stay relative to that library under the preload.
 $(BUILD)/tests/verbs/libnext_%.so: tests/verbs/next_lib.c

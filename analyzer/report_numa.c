@@ -229,7 +229,9 @@ void icx_findings_print(FILE *out, const struct icx_findings *F)
     fprintf(out, "\nFindings\n");
     for (size_t i = 0; i < F->n; i++) {
         const struct icx_finding *f = &F->v[i];
-        fprintf(out, "  [%s] %s pid %d", f->kind, f->host, f->pid);
+        fprintf(out, "  [%s] %s", f->kind, f->host);
+        if (f->pid >= 0) /* -1: a finding about the host (its NICs), not one process */
+            fprintf(out, " pid %d", f->pid);
         if (f->rank >= 0)
             fprintf(out, " rank %d", f->rank);
         fprintf(out, ": %s\n    fix: %s\n", f->evidence, f->fix);

@@ -31,8 +31,9 @@ struct vqp_row {
 struct vnic {
     char host[128], name[64];
     int port;
-    uint32_t rate_mbps;
+    uint32_t rate_mbps, port_rate_mbps; /* from sysfs; as the opened port reported it */
     unsigned link_layer;
+    int opened; /* some traced process opened it */
     uint64_t tx_bytes, rx_bytes, wrs, recvs, completions, errors;
     uint64_t size_hist[NCLASS];
     double t0, t1, rate_bps; /* traced span of its sends; mean rate over it */
@@ -90,12 +91,10 @@ static struct vqp_row *row_get(struct icx_verbs *V, const struct icx_proc *p, ui
     return r;
 }
 
-static struct vnic *nic_get(struct icx_verbs *V, const struct icx_proc *p, uint16_t ctx, int port)
+static struct vnic *nic_row(struct icx_verbs *V, const char *host, const char *name, int port)
 {
-    const char *name = ctx < ICX_RD_MAX_VCTX && p->vctx[ctx].present ? p->vctx[ctx].name : "?";
-    port = port ? port : 1;
     for (size_t i = 0; i < V->nnics; i++)
-        if (!strcmp(V->nics[i].host, host_of(p)) && !strcmp(V->nics[i].name, name) &&
+        if (!strcmp(V->nics[i].host, host) && !strcmp(V->nics[i].name, name) &&
             V->nics[i].port == port)
             return &V->nics[i];
     struct vnic *n = realloc(V->nics, (V->nnics + 1) * sizeof(*n));
@@ -104,13 +103,24 @@ static struct vnic *nic_get(struct icx_verbs *V, const struct icx_proc *p, uint1
     V->nics = n;
     struct vnic *v = &V->nics[V->nnics++];
     memset(v, 0, sizeof(*v));
-    snprintf(v->host, sizeof(v->host), "%s", host_of(p));
+    snprintf(v->host, sizeof(v->host), "%s", host);
     snprintf(v->name, sizeof(v->name), "%s", name);
     v->port = port;
     v->t0 = INFINITY;
     v->t1 = -INFINITY;
-    if (ctx < ICX_RD_MAX_VCTX && port <= 4) {
-        v->rate_mbps = p->vctx[ctx].ports[port - 1].rate_mbps;
+    return v;
+}
+
+/* The row of a device context's port; the port's own report (VERBS_PORT) sets rate and layer. */
+static struct vnic *nic_get(struct icx_verbs *V, const struct icx_proc *p, uint16_t ctx, int port)
+{
+    port = port >= 1 && port <= 4 ? port : 1;
+    int known = ctx < ICX_RD_MAX_VCTX && p->vctx[ctx].present;
+    struct vnic *v = nic_row(V, host_of(p), known ? p->vctx[ctx].name : "?", port);
+    if (v && known && p->vctx[ctx].ports[port - 1].port) {
+        v->opened = 1;
+        v->port_rate_mbps = p->vctx[ctx].ports[port - 1].rate_mbps;
+        v->rate_mbps = v->port_rate_mbps;
         v->link_layer = p->vctx[ctx].ports[port - 1].link_layer;
     }
     return v;
@@ -161,11 +171,99 @@ static void span_add(struct vnic *n, double t0, double t1)
     n->t1 = t1 > n->t1 ? t1 : n->t1;
 }
 
+static const char *ll_name(unsigned ll)
+{
+    return ll == ICX_LL_INFINIBAND ? "InfiniBand" : ll == ICX_LL_ETHERNET ? "RoCE" : "?";
+}
+
+static void nic_finding(struct icx_findings *F, const char *kind, const char *host,
+                        const char *evidence, const char *fix)
+{
+    struct icx_proc where = {0}; /* a host's finding, not one process's */
+    where.host = (char *)host;
+    where.pid = -1;
+    where.rank = -1;
+    icx_finding_add(F, kind, &where, evidence, fix);
+}
+
+/* Rails of a host: its NICs of the link layer the traffic used.  Each one's share of the bytes
+ * against their mean (under 50 % or over 150 % is a finding), and ports that came up slower than
+ * the host's fastest opened one. */
+static void rails(struct icx_verbs *V, struct icx_findings *F)
+{
+    for (size_t i = 0; i < V->nnics; i++) {
+        const char *host = V->nics[i].host;
+        int first = 1;
+        for (size_t k = 0; k < i; k++)
+            first &= strcmp(V->nics[k].host, host) != 0;
+        if (!first)
+            continue;
+        unsigned ll = 0;
+        uint32_t fastest = 0;
+        for (size_t k = i; k < V->nnics; k++)
+            if (!strcmp(V->nics[k].host, host)) {
+                if (V->nics[k].tx_bytes + V->nics[k].rx_bytes)
+                    ll = V->nics[k].link_layer;
+                if (V->nics[k].opened && V->nics[k].port_rate_mbps > fastest)
+                    fastest = V->nics[k].port_rate_mbps;
+            }
+        double sum = 0;
+        int n = 0;
+        for (size_t k = i; k < V->nnics; k++)
+            if (!strcmp(V->nics[k].host, host) && V->nics[k].link_layer == ll) {
+                sum += (double)(V->nics[k].tx_bytes + V->nics[k].rx_bytes);
+                n++;
+            }
+        char ev[600];
+        for (size_t k = i; k < V->nnics; k++) {
+            const struct vnic *x = &V->nics[k];
+            if (strcmp(x->host, host))
+                continue;
+            if (x->opened && x->port_rate_mbps && x->port_rate_mbps < fastest) {
+                snprintf(ev, sizeof(ev), "%s port %d on %s is up at %.0f Gb/s, the host's other "
+                         "RDMA ports at %.0f Gb/s", x->name, x->port, host,
+                         x->port_rate_mbps / 1e3, fastest / 1e3);
+                nic_finding(F, "nic_degraded", host, ev,
+                            "check the port's cable and width (ibstat: Rate, Link width); a rail "
+                            "that trains down slows every collective that crosses it");
+            }
+            double share = n > 1 && sum > 0 ? (double)(x->tx_bytes + x->rx_bytes) / (sum / n) : 1;
+            if (x->link_layer != ll || (share >= 0.5 && share <= 1.5))
+                continue;
+            snprintf(ev, sizeof(ev), "%s port %d on %s carried %.0f%% of the mean bytes of the host's "
+                     "%d %s NICs (%llu of a mean %.0f)", x->name, x->port, host, share * 100, n,
+                     ll_name(ll), (unsigned long long)(x->tx_bytes + x->rx_bytes), sum / n);
+            nic_finding(F, "nic_imbalance", host, ev,
+                        share < 0.5 ? "check that the NIC is up and selected (NCCL_IB_HCA, the "
+                                      "job's rail mapping): it is idle while others carry the load"
+                                    : "spread the traffic over the host's other NICs (one rail per "
+                                      "GPU: NCCL_IB_HCA, NCCL_CROSS_NIC)");
+        }
+    }
+}
+
 struct icx_verbs *icx_verbs_compute(const struct icx_trace *t, struct icx_findings *F)
 {
     struct icx_verbs *V = calloc(1, sizeof(*V));
     if (!V)
         return NULL;
+    /* Every RDMA NIC of every traced host (the topology snapshot), used or not; then every
+     * opened device context. */
+    for (size_t i = 0; i < t->nprocs; i++) {
+        const struct icx_proc *p = t->procs[i];
+        for (int k = 0; k < ICX_RD_MAX_NICS; k++) {
+            const struct icx_rd_nic *x = &p->nics[k];
+            struct vnic *n = x->present && x->active ? nic_row(V, host_of(p), x->name, 1) : NULL;
+            if (n && !n->opened) {
+                n->rate_mbps = x->rate_mbps;
+                n->link_layer = x->link_layer;
+            }
+        }
+        for (uint16_t c = 0; c < ICX_RD_MAX_VCTX; c++)
+            for (int port = 1; p->vctx[c].present && port <= 4; port++)
+                if (p->vctx[c].ports[port - 1].port)
+                    nic_get(V, p, c, port);
+    }
     /* QPs: every traced one that connected, and every one with traffic. */
     for (size_t i = 0; i < t->nprocs; i++) {
         const struct icx_proc *p = t->procs[i];
@@ -254,46 +352,8 @@ struct icx_verbs *icx_verbs_compute(const struct icx_trace *t, struct icx_findin
         double span = n->t1 - n->t0;
         n->rate_bps = span > 0 ? (double)(n->tx_bytes + n->rx_bytes) / span : NAN;
     }
-    /* Rails: within a host, each NIC's share of the bytes against the mean. */
-    for (size_t i = 0; i < V->nnics; i++) {
-        const char *host = V->nics[i].host;
-        double sum = 0;
-        int n = 0, first = 1;
-        for (size_t k = 0; k < V->nnics; k++)
-            if (!strcmp(V->nics[k].host, host)) {
-                first &= k >= i;
-                sum += (double)(V->nics[k].tx_bytes + V->nics[k].rx_bytes);
-                n++;
-            }
-        if (!first || n < 2 || sum <= 0)
-            continue;
-        double mean = sum / n;
-        for (size_t k = 0; k < V->nnics; k++) {
-            const struct vnic *x = &V->nics[k];
-            double share = (double)(x->tx_bytes + x->rx_bytes) / mean;
-            if (strcmp(x->host, host) || (share >= 0.5 && share <= 1.5))
-                continue;
-            char ev[600];
-            snprintf(ev, sizeof(ev), "%s port %d on %s carried %.0f%% of the mean bytes of the %d "
-                     "NICs in use there (%llu of mean %.0f)", x->name, x->port, host, share * 100,
-                     n, (unsigned long long)(x->tx_bytes + x->rx_bytes), mean);
-            struct icx_proc fake = {0};
-            fake.host = (char *)host;
-            fake.pid = -1;
-            fake.rank = -1;
-            icx_finding_add(F, "nic_imbalance", &fake, ev,
-                            share < 0.5 ? "check that the NIC's link is up at full rate and that "
-                                          "NCCL_IB_HCA / the job's NIC selection includes it"
-                                        : "spread traffic over the host's other NICs (one rail per "
-                                          "GPU: NCCL_IB_HCA, NCCL_CROSS_NIC)");
-        }
-    }
+    rails(V, F);
     return V;
-}
-
-static const char *ll_name(unsigned ll)
-{
-    return ll == ICX_LL_INFINIBAND ? "InfiniBand" : ll == ICX_LL_ETHERNET ? "RoCE" : "?";
 }
 
 void icx_verbs_print(FILE *out, const struct icx_verbs *V)

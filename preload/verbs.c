@@ -50,25 +50,24 @@ ICX_REAL_DECLV(IBV, "IBVERBS_1.6", struct ibv_qp_ex *, ibv_qp_to_qp_ex, (struct 
 
 /* ---- contexts ---- */
 
-/* Rate of an IB port per direction in Mb/s from ibv_port_attr's encodings; 0 unknown. */
+/* Data rate of an IB port per direction in Mb/s from ibv_port_attr's encodings (the marketed
+ * rates: NDR 4x = 400 Gb/s); 0 unknown. */
 static uint32_t icx_port_rate_mbps(uint8_t speed, uint8_t width)
 {
     uint32_t lane;
     switch (speed) {
-    case 1: lane = 2500; break;    /* SDR */
-    case 2: lane = 5000; break;    /* DDR */
-    case 4: lane = 10000; break;   /* QDR (and FDR10, 8: close) */
+    case 1: lane = 2000; break;    /* SDR */
+    case 2: lane = 4000; break;    /* DDR */
+    case 4: lane = 8000; break;    /* QDR */
     case 8: lane = 10000; break;   /* FDR10 */
-    case 16: lane = 14062; break;  /* FDR */
-    case 32: lane = 25781; break;  /* EDR */
-    case 64: lane = 53125; break;  /* HDR */
-    case 128: lane = 106250; break; /* NDR */
+    case 16: lane = 13636; break;  /* FDR */
+    case 32: lane = 25000; break;  /* EDR */
+    case 64: lane = 50000; break;  /* HDR */
+    case 128: lane = 100000; break; /* NDR */
     default: return 0;
     }
     unsigned lanes = width == 1 ? 1 : width == 2 ? 4 : width == 4 ? 8 : width == 8 ? 12 : width == 16 ? 2 : 0;
-    /* Data rate after line encoding (8b/10b below FDR10, 64b/66b from FDR on). */
-    uint64_t raw = (uint64_t)lane * lanes;
-    return (uint32_t)(speed <= 4 ? raw * 8 / 10 : raw * 64 / 66);
+    return lane * lanes;
 }
 
 static void icx_vctx_describe(struct icx_vctx *v, struct ibv_context *ctx)

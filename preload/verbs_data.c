@@ -54,8 +54,8 @@ static struct icx_vagg *icx_vagg_slow(void)
             icx_count_lost(ICX_LOST_no_buffer);
             return NULL;
         }
-        /* Published to the writer by the release store of a key, and by the ring lock. */
-        b->vagg = a;
+        a->t_seen_ns = icx_mono_ns(); /* the first interval starts at the first request */
+        __atomic_store_n(&b->vagg, a, __ATOMIC_RELEASE);
     }
     return b->vagg;
 }
@@ -126,11 +126,11 @@ static void icx_vagg_put(struct icx_frame *f, struct icx_vagg_ent *e, uint64_t t
 
 void icx_verbs_drain_agg(struct icx_frame *f, struct icx_tbuf *b)
 {
-    struct icx_vagg *a = b->vagg;
+    struct icx_vagg *a = __atomic_load_n(&b->vagg, __ATOMIC_ACQUIRE);
     if (!a)
         return;
     uint64_t now = icx_mono_ns();
-    uint64_t t0 = a->t_seen_ns ? a->t_seen_ns : now;
+    uint64_t t0 = a->t_seen_ns;
     for (unsigned i = 0; i < ICX_VAGG_N; i++)
         icx_vagg_put(f, &a->e[i], t0, now);
     for (unsigned i = 0; i < 4; i++)

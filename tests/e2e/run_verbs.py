@@ -35,7 +35,7 @@ def test_dlvsym_versions():
     ABI), names we do not wrap and missing names get exactly what libibverbs gives."""
     with tempfile.TemporaryDirectory() as tmp:
         truth = os.path.join(tmp, "truth")
-        env = base.env_for(tmp)
+        env = base.env_for(tmp, LD_LIBRARY_PATH=None)  # the system libibverbs, not the simulated one
         p = subprocess.run([os.path.join(VERBS, "verbs_loop_dl"), "no_such_dev", "1", "post", "5",
                             "64", truth], env=env, capture_output=True, text=True, timeout=60)
         check("no device" in p.stderr, "unexpected: %s" % p.stderr)
@@ -47,6 +47,81 @@ def test_dlvsym_versions():
             "ibv_open_device default": "wrapper", "no_such_symbol default": "missing"}
     for k, v in want.items():
         check(got.get(k) == v, "lookup %s: got %s, want %s" % (k, got.get(k), v))
+
+
+# ---- the simulated cluster: 16 ranks on 2 nodes, one rail NIC each ----
+
+SIM_ITERS, SIM_SIZE = 100, 8192
+
+
+def sim_job(tmp, *faults):
+    """Run rail_verbs over 2 simulated 8-GPU/8-NIC nodes; the analysis and the expected bytes per
+    (host, NIC) from the ranks' own truth files."""
+    if os.geteuid() != 0:
+        raise Skip("simulated nodes need their own hostnames (unshare --uts as root)")
+    oob = os.path.join(tmp, "oob")
+    os.makedirs(oob)
+    sim = os.path.join(BUILD, "bin", "icx-sim")
+    env = base.env_for(tmp)  # sanitizer runtime and options when sanitizing; icx-sim adds the rest
+    env["LD_PRELOAD"] = env["LD_PRELOAD"].replace(base.LIB, "").strip(":")
+    for k in ("LD_LIBRARY_PATH", "ICX_OUTPUT", "ICXSIM_TOPOLOGY"):
+        env.pop(k, None)
+    p = subprocess.run([sim, "--out", tmp] + list(faults) +
+                       ["--", os.path.join(VERBS, "rail_verbs"), oob, str(SIM_ITERS), str(SIM_SIZE)],
+                       env=env, capture_output=True, text=True, timeout=300)
+    check(p.returncode == 0, "icx-sim failed (%d): %s" % (p.returncode, p.stderr[-3000:]))
+    truth = {}
+    for f in os.listdir(oob):
+        if f.startswith("truth-"):
+            w = open(os.path.join(oob, f)).read().split()
+            truth[int(w[1])] = {"node": int(w[3]), "nic": w[5], "peer": int(w[7]), "out": int(w[9])}
+    check(len(truth) == 16, "%d ranks wrote their truth" % len(truth))
+    want = {}
+    for r, t in truth.items():
+        host = "simnode%d" % t["node"]
+        want.setdefault((host, t["nic"]), [0, 0])[0] += t["out"]
+        peer = truth[t["peer"]]
+        want.setdefault(("simnode%d" % peer["node"], peer["nic"]), [0, 0])[1] += t["out"]
+    doc, _ = base.analyze([os.path.join(tmp, "traces")])
+    return doc, want, truth
+
+
+def check_sim_bytes(doc, want, truth):
+    got = {(n["host"], n["nic"]): [n["tx_bytes"], n["rx_bytes"]] for n in doc["verbs"]["nics"]
+           if n["tx_bytes"] or n["rx_bytes"]}
+    check(got == want, "per-NIC bytes %s, truth %s" % (sorted(got.items()), sorted(want.items())))
+    per = sum(t["out"] for t in truth.values() if t["node"] == 0)
+    matrix = {(m["src"], m["dst"]): m["bytes"] for m in doc["verbs"]["node_matrix"]}
+    check(matrix == {("simnode0", "simnode1"): per, ("simnode1", "simnode0"): per},
+          "node matrix %s, want %d each way" % (matrix, per))
+    for q in doc["verbs"]["qps"]:
+        check(q["peer"] and q["peer"]["host"] != q["host"], "QP %s unmatched" % q)
+
+
+def nic_findings(doc):
+    return sorted((f["kind"], f["host"], f["evidence"].split()[0]) for f in doc["findings"]
+                  if f["kind"].startswith("nic_"))
+
+
+def test_sim_rails_clean():
+    """16 ranks, 2 simulated nodes, one rail each, over the simulated libibverbs: per-NIC tx/rx and
+    node x node bytes equal the ranks' ground truth, every QP matched across nodes, no findings."""
+    with tempfile.TemporaryDirectory() as tmp:
+        doc, want, truth = sim_job(tmp)
+        check_sim_bytes(doc, want, truth)
+        check(len(want) == 16, "NICs in use: %s" % sorted(want))
+        check(nic_findings(doc) == [], "findings on a clean run: %s" % nic_findings(doc))
+
+
+def test_sim_rails_faults():
+    """Rank 3 told to use mlx5_4 (its own rail mlx5_3 idle, mlx5_4 doubled) and mlx5_6 of node 1
+    trained down to 1x: exactly those three named, bytes still equal the truth."""
+    with tempfile.TemporaryDirectory() as tmp:
+        doc, want, truth = sim_job(tmp, "--hca", "3:mlx5_4", "--slow-nic", "1:mlx5_6")
+        check_sim_bytes(doc, want, truth)
+        expect = [("nic_degraded", "simnode1", "mlx5_6"), ("nic_imbalance", "simnode0", "mlx5_3"),
+                  ("nic_imbalance", "simnode0", "mlx5_4")]
+        check(nic_findings(doc) == expect, "findings %s, want %s" % (nic_findings(doc), expect))
 
 
 # ---- the real verbs stack (one VM boot for all of them) ----

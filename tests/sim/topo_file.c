@@ -77,8 +77,17 @@ int sim_topo_load(struct sim_topo *t)
             t->hbm_gbps = x;
         else if (!strcmp(key, "latency_us") && sscanf(rest, "%lf", &x) == 1 && x >= 0)
             t->latency_us = x;
-        else if (!strcmp(key, "nic") || !strcmp(key, "numa"))
-            ; /* read by tests/sim/mksysfs.py (NICs, CPU lists): nothing the libraries need */
+        else if (!strcmp(key, "nic") && sscanf(rest, "%d name %31s", &a, s) == 2 && a >= 0 &&
+                 a < SIM_MAX_NICS) {
+            /* the rest (bus, numa, switch) is for tests/sim/mksysfs.py */
+            snprintf(t->nic[a].name, sizeof(t->nic[a].name), "%s", s);
+            const char *r = strstr(rest, " rate ");
+            t->nic[a].rate_gbps = r ? atoi(r + 6) : 0;
+            t->nic[a].ethernet = strstr(rest, "link_layer Ethernet") != NULL;
+            if (a >= t->nnics)
+                t->nnics = a + 1;
+        } else if (!strcmp(key, "numa"))
+            ; /* CPU lists: read by tests/sim/mksysfs.py */
         else if (!strcmp(key, "slow_link") && sscanf(rest, "%d %d %lf", &a, &b, &x) == 3 &&
                  a >= 0 && b >= 0 && a < SIM_MAX_GPUS && b < SIM_MAX_GPUS && x > 0)
             t->slow[a][b] = x;

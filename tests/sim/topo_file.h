@@ -4,6 +4,7 @@
 #define SIM_TOPO_FILE_H
 
 #define SIM_MAX_GPUS 64
+#define SIM_MAX_NICS 32
 
 struct sim_topo {
     int ngpus;
@@ -21,6 +22,12 @@ struct sim_topo {
     double hbm_gbps;                         /* on-device copy rate */
     double latency_us;                       /* per copy */
     double slow[SIM_MAX_GPUS][SIM_MAX_GPUS]; /* injected slow link: rate multiplier, 0 = none */
+    int nnics;
+    struct {
+        char name[32];
+        int rate_gbps;  /* per direction */
+        int ethernet;   /* link layer: RoCE (1) or InfiniBand (0) */
+    } nic[SIM_MAX_NICS];
 };
 
 /* Load $ICXSIM_TOPOLOGY, or the built-in DGX-H100-like node when unset.  0, or -1 with a message
