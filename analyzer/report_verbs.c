@@ -37,6 +37,9 @@ struct vnic {
     uint64_t tx_bytes, rx_bytes, wrs, recvs, completions, errors;
     uint64_t size_hist[NCLASS];
     double t0, t1, rate_bps; /* traced span of its sends; mean rate over it */
+    double bin_s, *bins;     /* bytes its posted requests moved, per bin of bin_s from t0 */
+    size_t nbins;
+    double peak_bps;
 };
 
 struct vpair {
@@ -242,6 +245,51 @@ static void rails(struct icx_verbs *V, struct icx_findings *F)
     }
 }
 
+/* Bytes of the requests posted through each NIC over time: each aggregate spread evenly over
+ * its interval, each event in its instant's bin; at most about 100 bins of at least 50 ms. */
+static void bin_traffic(struct icx_verbs *V, const struct icx_trace *t)
+{
+    for (size_t i = 0; i < V->nnics; i++) {
+        struct vnic *n = &V->nics[i];
+        if (!(n->t1 >= n->t0))
+            continue;
+        n->bin_s = fmax(0.05, (n->t1 - n->t0) / 100);
+        n->nbins = (size_t)((n->t1 - n->t0) / n->bin_s) + 1;
+        n->bins = calloc(n->nbins, sizeof(double));
+        if (!n->bins)
+            n->nbins = 0;
+    }
+    for (size_t i = 0; i < t->nprocs; i++) {
+        const struct icx_proc *p = t->procs[i];
+        for (size_t k = 0; k < p->nvtraffic; k++) {
+            const struct icx_rd_vtraffic *x = &p->vtraffic[k];
+            if (x->kind != ICX_VK_SEND || !x->bytes)
+                continue;
+            const struct icx_rd_vqp *q = NULL;
+            for (size_t j = p->nvqps; j-- > 0 && !q;)
+                if (p->vqps[j].ctx == x->ctx && p->vqps[j].qp_num == x->qp_num)
+                    q = &p->vqps[j];
+            struct vnic *n = nic_get(V, p, x->ctx, q ? q->port : 1);
+            if (!n || !n->nbins)
+                continue;
+            double a = (x->t0 - n->t0) / n->bin_s, b = (x->t1 - n->t0) / n->bin_s;
+            size_t lo = a < 0 ? 0 : (size_t)a, hi = b < 0 ? 0 : (size_t)b;
+            lo = lo < n->nbins ? lo : n->nbins - 1;
+            hi = hi < n->nbins ? hi : n->nbins - 1;
+            for (size_t j = lo; j <= hi; j++) {
+                double from = fmax(a, (double)j), to = fmin(b, (double)j + 1);
+                double share = b > a ? (to - from) / (b - a) : 1.0;
+                n->bins[j] += share > 0 ? share * (double)x->bytes : 0;
+            }
+        }
+    }
+    for (size_t i = 0; i < V->nnics; i++) {
+        struct vnic *n = &V->nics[i];
+        for (size_t j = 0; j < n->nbins; j++)
+            n->peak_bps = fmax(n->peak_bps, n->bins[j] / n->bin_s);
+    }
+}
+
 struct icx_verbs *icx_verbs_compute(const struct icx_trace *t, struct icx_findings *F)
 {
     struct icx_verbs *V = calloc(1, sizeof(*V));
@@ -346,12 +394,13 @@ struct icx_verbs *icx_verbs_compute(const struct icx_trace *t, struct icx_findin
             n->tx_bytes += peer->in_read_bytes;
         }
     }
-    /* Rates: the traced interval of each NIC's sends. */
+    /* Rates: the mean over the traced interval of each NIC's sends, and over time. */
     for (size_t i = 0; i < V->nnics; i++) {
         struct vnic *n = &V->nics[i];
         double span = n->t1 - n->t0;
         n->rate_bps = span > 0 ? (double)(n->tx_bytes + n->rx_bytes) / span : NAN;
     }
+    bin_traffic(V, t);
     rails(V, F);
     return V;
 }
@@ -362,13 +411,13 @@ void icx_verbs_print(FILE *out, const struct icx_verbs *V)
         return;
     fprintf(out, "\nRDMA (verbs) per NIC port\n");
     fprintf(out, "  %-16s %-10s %4s %-10s %14s %14s %10s %10s %12s %6s\n", "host", "nic", "port",
-            "link", "tx bytes", "rx bytes", "WRs", "recvs", "rate Gb/s", "errors");
+            "link", "tx bytes", "rx bytes", "WRs", "recvs", "peak Gb/s", "errors");
     for (size_t i = 0; i < V->nnics; i++) {
         const struct vnic *n = &V->nics[i];
         fprintf(out, "  %-16s %-10s %4d %-10s %14llu %14llu %10llu %10llu %12.3f %6llu\n", n->host,
                 n->name, n->port, ll_name(n->link_layer), (unsigned long long)n->tx_bytes,
                 (unsigned long long)n->rx_bytes, (unsigned long long)n->wrs,
-                (unsigned long long)n->recvs, isfinite(n->rate_bps) ? n->rate_bps * 8 / 1e9 : 0.0,
+                (unsigned long long)n->recvs, n->peak_bps * 8 / 1e9,
                 (unsigned long long)n->errors);
     }
     fprintf(out, "\nRDMA per QP (posted work requests)\n");
@@ -416,6 +465,15 @@ void icx_verbs_json(struct icx_json *j, const struct icx_verbs *V)
         icx_json_int(j, "completion_errors", (long long)n->errors);
         icx_json_num(j, "mean_bytes_per_s", n->rate_bps);
         icx_json_num(j, "utilization", n->rate_mbps ? n->rate_bps * 8 / (n->rate_mbps * 1e6) : NAN);
+        icx_json_num(j, "peak_bytes_per_s", n->nbins ? n->peak_bps : NAN);
+        icx_json_num(j, "peak_utilization",
+                     n->rate_mbps && n->nbins ? n->peak_bps * 8 / (n->rate_mbps * 1e6) : NAN);
+        icx_json_num(j, "bin_s", n->nbins ? n->bin_s : NAN);
+        icx_json_num(j, "t0", n->nbins ? n->t0 : NAN);
+        icx_json_arr(j, "posted_bytes_per_bin");
+        for (size_t b = 0; b < n->nbins; b++)
+            icx_json_num(j, NULL, n->bins[b]);
+        icx_json_end(j);
         icx_json_arr(j, "size_histogram"); /* [upper bound bytes, work requests] */
         for (int c = 0; c < NCLASS; c++)
             if (n->size_hist[c]) {
@@ -480,6 +538,8 @@ void icx_verbs_free(struct icx_verbs *V)
 {
     if (!V)
         return;
+    for (size_t i = 0; i < V->nnics; i++)
+        free(V->nics[i].bins);
     free(V->qps);
     free(V->nics);
     free(V->pairs);

@@ -54,7 +54,7 @@ def test_dlvsym_versions():
 SIM_ITERS, SIM_SIZE = 100, 8192
 
 
-def sim_job(tmp, *faults):
+def sim_job(tmp, *faults, bad_rank=None):
     """Run rail_verbs over 2 simulated 8-GPU/8-NIC nodes; the analysis and the expected bytes per
     (host, NIC) from the ranks' own truth files."""
     if os.geteuid() != 0:
@@ -67,14 +67,16 @@ def sim_job(tmp, *faults):
     for k in ("LD_LIBRARY_PATH", "ICX_OUTPUT", "ICXSIM_TOPOLOGY"):
         env.pop(k, None)
     p = subprocess.run([sim, "--out", tmp] + list(faults) +
-                       ["--", os.path.join(VERBS, "rail_verbs"), oob, str(SIM_ITERS), str(SIM_SIZE)],
+                       ["--", os.path.join(VERBS, "rail_verbs"), oob, str(SIM_ITERS), str(SIM_SIZE)] +
+                       ([str(bad_rank)] if bad_rank is not None else []),
                        env=env, capture_output=True, text=True, timeout=300)
     check(p.returncode == 0, "icx-sim failed (%d): %s" % (p.returncode, p.stderr[-3000:]))
     truth = {}
     for f in os.listdir(oob):
         if f.startswith("truth-"):
             w = open(os.path.join(oob, f)).read().split()
-            truth[int(w[1])] = {"node": int(w[3]), "nic": w[5], "peer": int(w[7]), "out": int(w[9])}
+            truth[int(w[1])] = {"node": int(w[3]), "nic": w[5], "peer": int(w[7]), "out": int(w[9]),
+                                "errors": int(w[11])}
     check(len(truth) == 16, "%d ranks wrote their truth" % len(truth))
     want = {}
     for r, t in truth.items():
@@ -90,10 +92,10 @@ def check_sim_bytes(doc, want, truth):
     got = {(n["host"], n["nic"]): [n["tx_bytes"], n["rx_bytes"]] for n in doc["verbs"]["nics"]
            if n["tx_bytes"] or n["rx_bytes"]}
     check(got == want, "per-NIC bytes %s, truth %s" % (sorted(got.items()), sorted(want.items())))
-    per = sum(t["out"] for t in truth.values() if t["node"] == 0)
+    out = [sum(t["out"] for t in truth.values() if t["node"] == n) for n in (0, 1)]
     matrix = {(m["src"], m["dst"]): m["bytes"] for m in doc["verbs"]["node_matrix"]}
-    check(matrix == {("simnode0", "simnode1"): per, ("simnode1", "simnode0"): per},
-          "node matrix %s, want %d each way" % (matrix, per))
+    want_matrix = {("simnode0", "simnode1"): out[0], ("simnode1", "simnode0"): out[1]}
+    check(matrix == want_matrix, "node matrix %s, want %s" % (matrix, want_matrix))
     for q in doc["verbs"]["qps"]:
         check(q["peer"] and q["peer"]["host"] != q["host"], "QP %s unmatched" % q)
 
@@ -110,18 +112,29 @@ def test_sim_rails_clean():
         doc, want, truth = sim_job(tmp)
         check_sim_bytes(doc, want, truth)
         check(len(want) == 16, "NICs in use: %s" % sorted(want))
-        check(nic_findings(doc) == [], "findings on a clean run: %s" % nic_findings(doc))
+        check(doc["findings"] == [], "findings on a clean run: %s" % doc["findings"])
+        for n in doc["verbs"]["nics"]:  # over time: the bins hold exactly the posted bytes
+            posted = n["tx_bytes"] if n["tx_bytes"] else 0
+            check(abs(sum(n["posted_bytes_per_bin"]) - posted) < 1 + 1e-9 * posted,
+                  "%s/%s bins sum %s, posted %d" % (n["host"], n["nic"], sum(n["posted_bytes_per_bin"]), posted))
+            check(n["peak_bytes_per_s"] > 0, "no peak rate: %s" % n)
 
 
 def test_sim_rails_faults():
-    """Rank 3 told to use mlx5_4 (its own rail mlx5_3 idle, mlx5_4 doubled) and mlx5_6 of node 1
-    trained down to 1x: exactly those three named, bytes still equal the truth."""
+    """Rank 3 told to use mlx5_4 (its own rail mlx5_3 idle, mlx5_4 doubled), mlx5_6 of node 1
+    trained down to 1x, and rank 12 posting one WRITE to unregistered memory: exactly those three
+    NICs and that rank's failed completion named, bytes still equal the truth."""
     with tempfile.TemporaryDirectory() as tmp:
-        doc, want, truth = sim_job(tmp, "--hca", "3:mlx5_4", "--slow-nic", "1:mlx5_6")
+        doc, want, truth = sim_job(tmp, "--hca", "3:mlx5_4", "--slow-nic", "1:mlx5_6", bad_rank=12)
         check_sim_bytes(doc, want, truth)
         expect = [("nic_degraded", "simnode1", "mlx5_6"), ("nic_imbalance", "simnode0", "mlx5_3"),
                   ("nic_imbalance", "simnode0", "mlx5_4")]
         check(nic_findings(doc) == expect, "findings %s, want %s" % (nic_findings(doc), expect))
+        errs = [f for f in doc["findings"] if f["kind"] == "rdma_completion_error"]
+        check(len(errs) == 1 and errs[0]["ranks"] == [12] and "REM_ACCESS_ERR" in errs[0]["evidence"],
+              "completion error findings %s" % errs)
+        nic = [n for n in doc["verbs"]["nics"] if n["host"] == "simnode1" and n["nic"] == truth[12]["nic"]]
+        check(nic and nic[0]["completion_errors"] == 1, "NIC rows %s" % nic)
 
 
 # ---- the real verbs stack (one VM boot for all of them) ----

@@ -3,9 +3,11 @@
  * rank>, or $NCCL_IB_HCA when set, as NCCL would take it), posts ITERS RDMA WRITEs and ITERS SENDs
  * of SIZE bytes into the peer's receives.  QP facts are exchanged through files in DIR (the
  * out-of-band channel perftest or NCCL's bootstrap would be).  Each rank writes its ground truth:
- * DIR/truth-<rank>: "rank R node N nic NAME peer P bytes_out B".
+ * DIR/truth-<rank>: "rank R node N nic NAME peer P bytes_out B errors E".  With BAD_RANK, that
+ * rank finally posts one more RDMA WRITE to an address the peer never registered, which must
+ * complete with an error (posted, so counted; E = 1).
  *
- *   rail_verbs DIR ITERS SIZE */
+ *   rail_verbs DIR ITERS SIZE [BAD_RANK] */
 #include <infiniband/verbs.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,8 +59,8 @@ static void reap(struct ibv_cq *cq, int sends, int recvs)
 
 int main(int argc, char **argv)
 {
-    if (argc != 4) {
-        fprintf(stderr, "usage: %s DIR ITERS SIZE\n", argv[0]);
+    if (argc != 4 && argc != 5) {
+        fprintf(stderr, "usage: %s DIR ITERS SIZE [BAD_RANK]\n", argv[0]);
         return 2;
     }
     const char *dir = argv[1];
@@ -167,6 +169,28 @@ int main(int argc, char **argv)
             done += k;
         }
     reap(cq, 0, iters); /* every SEND of the peer landed (its WRITEs came before them) */
+    unsigned long long out = 2ull * (unsigned long long)iters * size;
+    int errors = 0;
+    if (argc == 5 && atoi(argv[4]) == rank) {
+        struct ibv_sge sg = {(uintptr_t)buf, size, mr->lkey};
+        struct ibv_send_wr w = {.wr_id = 999, .sg_list = &sg, .num_sge = 1,
+                                .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED},
+                           *bad;
+        w.wr.rdma.remote_addr = 8; /* never registered */
+        w.wr.rdma.rkey = them.rkey;
+        if (ibv_post_send(qp, &w, &bad))
+            die("post_send (bad)");
+        out += size;
+        struct ibv_wc wc;
+        int got;
+        while ((got = ibv_poll_cq(cq, 1, &wc)) == 0)
+            usleep(20);
+        if (got < 0 || wc.status == IBV_WC_SUCCESS) {
+            fprintf(stderr, "rail_verbs: the bad WRITE did not fail\n");
+            return 1;
+        }
+        errors = 1;
+    }
     /* Leave only when the peer is done writing into us too. */
     snprintf(path, sizeof(path), "%s/done-%d", dir, rank);
     if (!(f = fopen(path, "w")) || fclose(f))
@@ -180,8 +204,8 @@ int main(int argc, char **argv)
     snprintf(path, sizeof(path), "%s/truth-%d", dir, rank);
     if (!(f = fopen(path, "w")))
         die("truth");
-    fprintf(f, "rank %d node %d nic %s peer %d bytes_out %llu\n", rank, node, ibv_get_device_name(dev),
-            peer, 2ull * (unsigned long long)iters * size);
+    fprintf(f, "rank %d node %d nic %s peer %d bytes_out %llu errors %d\n", rank, node,
+            ibv_get_device_name(dev), peer, out, errors);
     fclose(f);
     ibv_destroy_qp(qp);
     return 0;
