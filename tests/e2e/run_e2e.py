@@ -740,7 +740,12 @@ def test_ib_port_counters():
         env = env_for(tmp, ICX_SYSFS_ROOT=fs, ICX_SAMPLE_MS=10, ICX_FLUSH_MS=10)
         p = subprocess.Popen([os.path.join(TESTS, "host_copies"), "0", "700"], env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        time.sleep(0.2)
+        # The trace file appears at the writer's first flush, which samples the counters: only
+        # then is there a baseline to grow from (a fixed delay was too short on a loaded machine).
+        deadline = time.time() + 10
+        while not os.path.exists(os.path.join(tmp, "trace.icx.zst")) and time.time() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.05)
         words = 0
         for step in range(10):
             words += 25000000  # 100 MB

@@ -171,31 +171,44 @@ def ops_of(doc):
     return res
 
 
-def perftest(name, opcode):
+def perftest(name, opcode, srq=False, control_qp=False):
+    """The traces of one perftest pair: every client QP that posted `opcode` did ITERS requests of
+    SIZE bytes and is matched to a QP of the server process; with srq, receives went to a shared
+    receive queue and every server QP still completed ITERS of them.  control_qp: rdma_cm's
+    perftest also exchanges small SENDs over one more QP pair, so totals are not checked."""
     out = vm_results()
     check(_vm["steps"].get("perftest-" + name) == "0/0", "perftest %s failed: %s" % (name, _vm["steps"]))
-    cli, srv = (os.path.join(out, "%s-%s.icx.zst" % (name, s)) for s in ("client", "server"))
-    doc, _ = base.analyze([cli, srv])
-    procs = {p["cmdline"].endswith("192.0.2.1"): p["pid"] for p in doc["processes"]}
-    client, server = procs[True], procs[False]
-    rows = [q for q in doc["verbs"]["qps"] if q["pid"] == client]
-    check(len(rows) == QPS, "client QPs: %d, want %d" % (len(rows), QPS))
+    files = sorted(os.path.join(out, f) for f in os.listdir(out)
+                   if f.startswith(name + "-client.icx.zst") or f.startswith(name + "-server.icx.zst"))
+    doc, _ = base.analyze(files)
+    client = {p["pid"] for p in doc["processes"] if p["cmdline"].endswith("192.0.2.1")}
+    server = {p["pid"] for p in doc["processes"]} - client
+    check(len(client) == 1, "client processes %s" % client)
+    rows = [q for q in doc["verbs"]["qps"] if q["pid"] in client and
+            any(o["kind"] == 1 and o["opcode"] == opcode for o in q["ops"])]
+    check(len(rows) == QPS, "client QPs posting opcode %d: %d, want %d" % (opcode, len(rows), QPS))
     for q in rows:
         ops = {(o["kind"], o["opcode"]): o for o in q["ops"]}
         posted = ops.get((1, opcode))
-        check(posted and posted["count"] == ITERS and posted["bytes"] == ITERS * SIZE,
+        check(posted["count"] == ITERS and posted["bytes"] == ITERS * SIZE,
               "client QP %d %s: %s, want %d WRs / %d B" % (q["qp_num"], name, posted, ITERS, ITERS * SIZE))
-        check(q["peer"] and q["peer"]["pid"] == server, "client QP %d not matched to the server: %s"
+        check(q["peer"] and q["peer"]["pid"] in server, "client QP %d not matched to the server: %s"
               % (q["qp_num"], q["peer"]))
-    srows = [q for q in doc["verbs"]["qps"] if q["pid"] == server]
-    check(sorted(q["qp_num"] for q in srows) == sorted(q["peer"]["qp_num"] for q in rows),
-          "server QPs %s vs peers of the client's" % [q["qp_num"] for q in srows])
-    if name == "send":  # the server received every message
+    peers = {q["peer"]["qp_num"] for q in rows}
+    srows = [q for q in doc["verbs"]["qps"] if q["pid"] in server and q["qp_num"] in peers]
+    check(len(srows) == QPS, "server QPs %s vs peers of the client's %s" % ([q["qp_num"] for q in srows], peers))
+    if opcode == 2:  # the server received every message
         for q in srows:
             ops = {(o["kind"], o["opcode"]): o for o in q["ops"]}
             wc = ops.get((4, 128))
             check(wc and wc["count"] == ITERS and wc["bytes"] == ITERS * SIZE,
                   "server QP %d receive completions %s" % (q["qp_num"], wc))
+    if srq:
+        posted = sum(o["count"] for q in doc["verbs"]["qps"] if q["pid"] in server
+                     for o in q["ops"] if o["kind"] == 3)
+        check(posted >= QPS * ITERS, "SRQ receives posted %d, at least %d consumed" % (posted, QPS * ITERS))
+    if control_qp:
+        return
     total = QPS * ITERS * SIZE
     matrix = {(m["src"], m["dst"]): m["bytes"] for m in doc["verbs"]["node_matrix"]}
     check(matrix == {("rxe-guest", "rxe-guest"): total}, "node matrix %s, want %d" % (matrix, total))
@@ -238,6 +251,18 @@ def loop(name):
         n += 1
     check(n == 5, "%s: truth has %d lines" % (name, n))
     return doc
+
+
+def test_rxe_perftest_send_srq():
+    """ib_send_bw --use-srq -q 2: receives posted to a shared receive queue (ibv_post_srq_recv);
+    SENDs per QP and the server's receive completions per QP exact."""
+    perftest("send-srq", 2, srq=True)
+
+
+def test_rxe_perftest_rdma_cm():
+    """ib_write_bw -R: QPs created and connected by librdmacm (its calls reach our verbs wrappers);
+    RDMA WRITEs per data QP exact and matched."""
+    perftest("write-cm", 0, control_qp=True)
 
 
 def test_rxe_post_api():

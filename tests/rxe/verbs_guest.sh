@@ -8,7 +8,7 @@ lib=$build/lib/libicxtrace.so
 addr=192.0.2.1 # TEST-NET-1 on a dummy device in a guest without a network card
 step() { echo "STEP $1 $2" >>"$out/steps.txt"; }
 : >"$out/steps.txt"
-modprobe crc32_generic; modprobe rdma_rxe && modprobe dummy numdummies=1 &&
+modprobe crc32_generic; modprobe rdma_ucm; modprobe rdma_rxe && modprobe dummy numdummies=1 &&
     ip link set dummy0 up && ip addr add $addr/24 dev dummy0 &&
     rdma link add rxe0 type rxe netdev dummy0
 step setup $?
@@ -20,16 +20,22 @@ traced() { # traced NAME CMD...: run CMD with the tracer writing $out/NAME.icx.z
     timeout 120 env ICX_OUTPUT=$out/$name.icx.zst LD_PRELOAD=$lib "$@"
 }
 
-for t in write send read; do
-    traced ${t}-server ib_${t}_bw -F -d rxe0 -x $gid -s $size -n $iters -q $qps \
+# NAME TOOL EXTRA-FLAGS: plain write/send/read, send into a shared receive queue, and write over
+# QPs that librdmacm connected (rdma_cm ends up in the same verbs calls).
+for spec in "write write" "send send" "read read" "send-srq send --use-srq" "write-cm write -R"; do
+    set -- $spec
+    t=$1 tool=ib_$2_bw
+    shift 2
+    traced ${t}-server $tool -F -d rxe0 -x $gid -s $size -n $iters -q $qps "$@" \
         >"$out/${t}-server.txt" 2>&1 &
     srv=$!
     rc=1
     for try in 1 2 3 4 5 6 7 8 9 10; do # the server needs a moment to listen
         sleep 1
-        traced ${t}-client ib_${t}_bw -F -d rxe0 -x $gid -s $size -n $iters -q $qps $addr \
+        traced ${t}-client $tool -F -d rxe0 -x $gid -s $size -n $iters -q $qps "$@" $addr \
             >"$out/${t}-client.txt" 2>&1 && { rc=0; break; }
-        grep -q "Couldn't connect" "$out/${t}-client.txt" || break
+        grep -qiE "Couldn't connect|Unable to perform rdma_client" "$out/${t}-client.txt" || break
+        rm -f "$out/${t}-client.icx.zst"* # that attempt's trace: the next one is the run
     done
     wait $srv
     step perftest-$t "$rc/$?"
