@@ -723,8 +723,10 @@ def test_counter_utilization_over_time():
             raise Skip("machine too loaded to sustain the simulated link rate (%.2f s)" % g0["window_s"])
         check(abs(g0["capacity_bytes_per_s"] - cap) < 1, "capacity %s" % g0["capacity_bytes_per_s"])
         # A simulated stream worker that was descheduled catches up in a burst, so one sampling
-        # interval can exceed the capacity a little; real counters cannot.
-        check(cap * 0.8 < g0["tx_peak_bytes_per_s"] <= 1.5 * cap, "peak %s" % g0)
+        # interval can exceed the capacity a little; real counters cannot.  Under ASan the workers
+        # run several times slower and their bursts were seen at 1.6x.
+        burst = 2.0 if SANITIZE else 1.5
+        check(cap * 0.8 < g0["tx_peak_bytes_per_s"] <= burst * cap, "peak %s" % g0)
         busy = 160 * (1 << 20) / cap
         check(g0["tx_time_above_80pct_s"] >= 0.5 * busy, "above 80%%: %s of %.3f s" % (g0, busy))
 
