@@ -10,7 +10,7 @@ WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes 
 CSTD := -std=c11 -D_GNU_SOURCE
 OPT ?= -O2 -g
 SAN ?=
-BASE_CFLAGS := $(CSTD) $(WARN) $(OPT) $(SAN) -Iinclude -I$(CUDA_HOME)/include
+BASE_CFLAGS := $(CSTD) $(WARN) $(OPT) $(SAN) -Iinclude -isystem $(CUDA_HOME)/include
 LIB_CFLAGS := $(BASE_CFLAGS) -fPIC -fvisibility=hidden -ftls-model=initial-exec -Ipreload
 
 PRELOAD_SRC := $(wildcard preload/*.c)
@@ -18,6 +18,7 @@ ANALYZER_LIB_SRC := $(filter-out analyzer/main.c,$(wildcard analyzer/*.c))
 SIM_CUDART_SRC := tests/sim/cudart.c tests/sim/topo_file.c tests/sim/counters.c
 SIM_NVML_SRC := tests/sim/nvml.c tests/sim/topo_file.c tests/sim/counters.c
 SIM_VERBS_SRC := tests/sim/verbs.c tests/sim/topo_file.c
+SIM_NCCL_SRC := tests/sim/nccl.c tests/sim/topo_file.c
 
 LIBICX := $(BUILD)/lib/libicxtrace.so
 ANALYZE := $(BUILD)/bin/icx-analyze
@@ -26,17 +27,19 @@ ICXSIM := $(BUILD)/bin/icx-sim
 SIM_CUDART := $(BUILD)/sim/lib/libcudart.so.13
 SIM_NVML := $(BUILD)/sim/lib/libnvidia-ml.so.1
 SIM_VERBS := $(BUILD)/sim/lib/libibverbs.so.1
+SIM_NCCL := $(BUILD)/sim/lib/libnccl.so.2
 TEST_PROGS := $(patsubst tests/e2e/%.c,$(BUILD)/tests/%,$(wildcard tests/e2e/*.c))
 UNIT_PROGS := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit_%,$(wildcard tests/unit/*.c))
 BENCH_PROGS := $(BUILD)/bench/bench_copy $(BUILD)/bench/null/libcudart.so.13 $(BUILD)/bench/libfloor.so \
                $(BUILD)/bench/bench_post_send $(BUILD)/bench/null/libibverbs.so.1
 
 .PHONY: all deps test demo sanitize bench clean format fuzz
+NCCL_PROGS := $(BUILD)/tests/nccl/ddp_loop
 VERBS_PROGS := $(BUILD)/tests/verbs/verbs_loop $(BUILD)/tests/verbs/verbs_loop_dl \
                $(BUILD)/tests/verbs/rail_verbs \
                $(BUILD)/tests/verbs/dl_next
 STATIC_TEST := $(if $(wildcard $(CUDA_HOME)/lib64/libcudart_static.a),$(BUILD)/tests/static/static_cudart)
-all: deps-ok $(LIBICX) $(ANALYZE) $(ICXRUN) $(ICXSIM) $(SIM_CUDART) $(SIM_NVML) $(SIM_VERBS) $(TEST_PROGS) $(UNIT_PROGS) $(VERBS_PROGS) \
+all: deps-ok $(LIBICX) $(ANALYZE) $(ICXRUN) $(ICXSIM) $(SIM_CUDART) $(SIM_NVML) $(SIM_VERBS) $(SIM_NCCL) $(TEST_PROGS) $(UNIT_PROGS) $(VERBS_PROGS) $(NCCL_PROGS) \
      $(BENCH_PROGS) $(STATIC_TEST)
 
 # Checked once per build directory; tools/install-deps.sh installs (root) or names what is missing.
@@ -96,6 +99,11 @@ $(SIM_VERBS): $(patsubst tests/sim/%.c,$(O)/sim/%.o,$(SIM_VERBS_SRC)) tests/sim/
 	$(CC) -shared $(SAN) -Wl,-soname,libibverbs.so.1 -Wl,--version-script=tests/sim/verbs.map \
 	    -o $@ $(filter %.o,$^) -lpthread
 
+$(SIM_NCCL): $(patsubst tests/sim/%.c,$(O)/sim/%.o,$(SIM_NCCL_SRC)) $(SIM_CUDART)
+	@mkdir -p $(dir $@)
+	$(CC) -shared $(SAN) -Wl,-soname,libnccl.so.2 -o $@ $(filter %.o,$^) \
+	    -L$(BUILD)/sim/lib -lcudart -lpthread -lrt
+
 # Test workloads compile against the real CUDA headers and link the (simulated) libcudart.
 $(BUILD)/tests/%: tests/e2e/%.c $(SIM_CUDART)
 	@mkdir -p $(dir $@)
@@ -118,6 +126,11 @@ $(BUILD)/tests/verbs/verbs_loop: tests/verbs/verbs_loop.c
 $(BUILD)/tests/verbs/verbs_loop_dl: tests/verbs/verbs_loop.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -DICX_DLOPEN -o $@ $< -ldl
+
+# NCCL workload: compiled against the real nccl.h, linked to the simulated libnccl and libcudart.
+$(BUILD)/tests/nccl/%: tests/nccl/%.c $(SIM_NCCL) $(SIM_CUDART)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -o $@ $< -L$(BUILD)/sim/lib -l:libnccl.so.2 -lcudart
 
 # Multi-node workload for the simulated cluster: linked to the simulated libibverbs (no -lfoo.so
 # symlink there, so by file name; its IBVERBS_1.1 references resolve against the real one too).

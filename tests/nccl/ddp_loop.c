@@ -1,0 +1,156 @@
+/* A DDP-like training loop over NCCL for the simulated cluster (tools/icx-sim): per step, an
+ * all-reduce of the gradients over the world communicator, a ring exchange (send to the next
+ * rank, receive from the previous, in one group), a broadcast from rank 0 (ncclBcast, in place),
+ * an all-gather inside the node's communicator (ncclCommSplit by node) and a reduce-scatter over
+ * the world.  Every result is checked; the exit status says whether all were right.
+ *
+ *   ddp_loop DIR STEPS COUNT
+ *
+ * Faults for tests: DDP_SLOW_RANK=R with DDP_SLOW_US=N makes rank R compute N us longer before
+ * each step's collectives; DDP_HANG_RANK=R with DDP_HANG_STEP=S makes rank R stop (sleep forever)
+ * before step S.  Ground truth in DIR/truth-RANK: "<comm> <op> <calls> <bytes>" per op, bytes as
+ * nccl-tests count them (one rank's buffer: all-gather its send part, reduce-scatter its receive
+ * part). */
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define CK(x)                                                                                      \
+    do {                                                                                           \
+        if ((x) != 0) {                                                                            \
+            fprintf(stderr, "ddp_loop: %s failed at line %d\n", #x, __LINE__);                     \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+static int env_int(const char *n, int def)
+{
+    const char *v = getenv(n);
+    return v && *v ? atoi(v) : def;
+}
+
+static float *dev_alloc(size_t n)
+{
+    void *p = NULL;
+    CK(cudaMalloc(&p, n * sizeof(float)));
+    return p;
+}
+
+static void fill(float *d, size_t n, float v, float *h)
+{
+    for (size_t i = 0; i < n; i++)
+        h[i] = v;
+    CK(cudaMemcpy(d, h, n * sizeof(float), cudaMemcpyHostToDevice));
+}
+
+static int expect(const float *d, size_t n, float v, float *h, const char *what, int step)
+{
+    CK(cudaMemcpy(h, d, n * sizeof(float), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n; i++)
+        if (h[i] != v) {
+            fprintf(stderr, "ddp_loop: %s step %d: element %zu is %g, want %g\n", what, step, i,
+                    (double)h[i], (double)v);
+            return 1;
+        }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 4) {
+        fprintf(stderr, "usage: %s DIR STEPS COUNT\n", argv[0]);
+        return 2;
+    }
+    const char *dir = argv[1];
+    int steps = atoi(argv[2]);
+    size_t count = (size_t)atol(argv[3]);
+    int rank = env_int("RANK", 0), world = env_int("WORLD_SIZE", 1);
+    int lr = env_int("LOCAL_RANK", 0), lws = env_int("LOCAL_WORLD_SIZE", world);
+    int ndev = 1;
+    CK(cudaGetDeviceCount(&ndev));
+    CK(cudaSetDevice(lr % ndev));
+    ncclUniqueId id;
+    char path[4096], tmp[4200];
+    snprintf(path, sizeof(path), "%s/nccl-id", dir);
+    if (rank == 0) {
+        CK(ncclGetUniqueId(&id));
+        snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+        FILE *f = fopen(tmp, "w");
+        if (!f || fwrite(&id, sizeof(id), 1, f) != 1 || fclose(f) || rename(tmp, path))
+            return 1;
+    } else {
+        for (int tries = 0;; tries++) {
+            FILE *f = fopen(path, "r");
+            size_t got = f ? fread(&id, sizeof(id), 1, f) : 0;
+            if (f)
+                fclose(f);
+            if (got == 1)
+                break;
+            if (tries > 60000)
+                return 1;
+            usleep(1000);
+        }
+    }
+    ncclComm_t wc, nc;
+    CK(ncclCommInitRank(&wc, world, id, rank));
+    CK(ncclCommSplit(wc, rank / lws, rank, &nc, NULL));
+    int nn = 0;
+    CK(ncclCommCount(nc, &nn));
+    size_t ring = count / 4, bc = count / 16, ag = count / 8, rs = count / 16;
+    float *grad = dev_alloc(count), *sbuf = dev_alloc(ring), *rbuf = dev_alloc(ring);
+    float *bbuf = dev_alloc(bc), *agin = dev_alloc(ag), *agout = dev_alloc(ag * (size_t)nn);
+    float *rsin = dev_alloc(rs * (size_t)world), *rsout = dev_alloc(rs);
+    float *h = malloc(sizeof(float) * (count > rs * (size_t)world ? count : rs * (size_t)world) +
+                      sizeof(float) * ag * (size_t)nn);
+    cudaStream_t st;
+    CK(cudaStreamCreate(&st));
+    int bad = 0, slow = env_int("DDP_SLOW_RANK", -1), slow_us = env_int("DDP_SLOW_US", 0);
+    int hang = env_int("DDP_HANG_RANK", -1), hang_step = env_int("DDP_HANG_STEP", -1);
+    int next = (rank + 1) % world, prev = (rank + world - 1) % world;
+    for (int s = 0; s < steps; s++) {
+        if (rank == hang && s == hang_step)
+            for (;;)
+                pause();
+        if (rank == slow)
+            usleep((useconds_t)slow_us);
+        fill(grad, count, (float)(rank + 1 + s), h);
+        CK(ncclAllReduce(grad, grad, count, ncclFloat, ncclSum, wc, st));
+        fill(sbuf, ring, (float)(rank * 1000 + s), h);
+        CK(ncclGroupStart());
+        CK(ncclSend(sbuf, ring, ncclFloat, next, wc, st));
+        CK(ncclRecv(rbuf, ring, ncclFloat, prev, wc, st));
+        CK(ncclGroupEnd());
+        fill(bbuf, bc, rank == 0 ? (float)s : -1.0f, h);
+        CK(ncclBcast(bbuf, bc, ncclFloat, 0, wc, st));
+        fill(agin, ag, (float)(rank % lws), h);
+        CK(ncclAllGather(agin, agout, ag, ncclFloat, nc, st));
+        fill(rsin, rs * (size_t)world, 1.0f, h);
+        CK(ncclReduceScatter(rsin, rsout, rs, ncclFloat, ncclSum, wc, st));
+        CK(cudaStreamSynchronize(st));
+        bad |= expect(grad, count, (float)(world * (world + 1) / 2 + world * s), h, "allreduce", s);
+        bad |= expect(rbuf, ring, (float)(prev * 1000 + s), h, "recv", s);
+        bad |= expect(bbuf, bc, (float)s, h, "broadcast", s);
+        for (int r = 0; r < nn; r++)
+            bad |= expect(agout + (size_t)r * ag, ag, (float)r, h, "allgather", s);
+        bad |= expect(rsout, rs, (float)world, h, "reducescatter", s);
+    }
+    snprintf(path, sizeof(path), "%s/truth-%d", dir, rank);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return 1;
+    unsigned long long S = (unsigned long long)steps;
+    fprintf(f, "world AllReduce %llu %llu\n", S, S * count * 4);
+    fprintf(f, "world Send %llu %llu\n", S, S * ring * 4);
+    fprintf(f, "world Recv %llu %llu\n", S, S * ring * 4);
+    fprintf(f, "world Broadcast %llu %llu\n", S, S * bc * 4);
+    fprintf(f, "node AllGather %llu %llu\n", S, S * ag * 4);
+    fprintf(f, "world ReduceScatter %llu %llu\n", S, S * rs * 4);
+    fclose(f);
+    CK(ncclCommDestroy(nc));
+    CK(ncclCommDestroy(wc));
+    printf("ddp_loop rank %d: %d steps, results %s\n", rank, steps, bad ? "WRONG" : "correct");
+    return bad;
+}

@@ -1,0 +1,581 @@
+/* Simulated libnccl.so.2 (test substrate; the tracer never includes it).  Compiled against the real
+ * nccl.h; like the real library it defines pnccl* and exports nccl* as weak aliases of them, and
+ * some entry points call others through their public names (ncclBcast -> ncclBroadcast).
+ *
+ * Ranks are separate processes.  ncclCommInitRank maps a shared-memory segment named after the
+ * unique id; every collective really moves and reduces the ranks' data through it (device memory
+ * of the simulated libcudart is host memory): each rank copies its input into its slot, all meet at
+ * a barrier, each computes its output from the slots, and all meet again.  Send/recv go through
+ * per-pair mailboxes; calls between ncclGroupStart/End run at the outermost GroupEnd, sends first.
+ *
+ * Timing: the link model of $ICXSIM_TOPOLOGY.  A collective takes latency + bus bytes / link rate
+ * from the moment the last rank arrived (the ring's slowest link: NVLink within a node, the NICs'
+ * rate across nodes, from the `nic` lines), with nccl-tests' bus-bandwidth factors.  Unlike real
+ * NCCL the work is done before the call returns (not enqueued on the stream).  Limits: one
+ * collective's per-rank data up to SLOT bytes; sum/prod/max/min/avg on int32/uint32/int64/uint64/
+ * float/double; $ICXSIM_NODE tells which node a rank is on. */
+#include <errno.h>
+#include <fcntl.h>
+#include <nccl.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "topo_file.h"
+
+#define SIM_EXPORT __attribute__((visibility("default")))
+#define SLOT (4u << 20)
+#define MBOX (1u << 20)
+#define MAXR 64
+#define NCCL_ALIAS(name) __attribute__((weak, alias("p" #name)))
+
+struct shm {
+    _Atomic uint32_t count, gen, joined;
+    _Atomic uint64_t release_ns;
+    int nranks;
+    int node[MAXR];
+    struct {
+        _Atomic uint64_t sent, taken; /* messages put / consumed, src -> dst */
+        uint64_t bytes;
+    } box[MAXR][MAXR];
+    /* then: nranks collective slots, then nranks*nranks mailboxes */
+};
+
+struct ncclComm {
+    struct shm *s;
+    size_t map_bytes;
+    int rank, nranks, dev, nodes;
+    uint64_t id;
+    char name[96];
+};
+
+struct op {
+    int kind; /* 0 coll, 1 send, 2 recv */
+    int coll;
+    const void *sb;
+    void *rb;
+    size_t count;
+    ncclDataType_t dt;
+    ncclRedOp_t red;
+    int root;
+    ncclComm_t comm;
+};
+
+static struct sim_topo topo;
+static int topo_loaded;
+static __thread int group_depth;
+static __thread struct op *queue;
+static __thread size_t nqueue, capqueue;
+
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+static void pause_briefly(unsigned *spins)
+{
+    if (++*spins > 200)
+        usleep(20);
+}
+
+static char *slot(ncclComm_t c, int r)
+{
+    return (char *)c->s + 65536 * 4 + (size_t)r * SLOT;
+}
+static char *mbox(ncclComm_t c, int src, int dst)
+{
+    return slot(c, c->nranks) + ((size_t)src * (size_t)c->nranks + (size_t)dst) * MBOX;
+}
+
+static void barrier(ncclComm_t c)
+{
+    struct shm *s = c->s;
+    uint32_t gen = atomic_load(&s->gen);
+    if (atomic_fetch_add(&s->count, 1) == (uint32_t)c->nranks - 1) {
+        atomic_store(&s->count, 0);
+        atomic_store(&s->release_ns, now_ns());
+        atomic_fetch_add(&s->gen, 1);
+        return;
+    }
+    unsigned spins = 0;
+    while (atomic_load(&s->gen) == gen)
+        pause_briefly(&spins);
+}
+
+static size_t dt_size(ncclDataType_t t)
+{
+    switch (t) {
+    case ncclInt8: case ncclUint8: return 1;
+    case ncclFloat16: case ncclBfloat16: return 2;
+    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
+    case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
+    default: return 1;
+    }
+}
+
+#define RED(T)                                                                                     \
+    do {                                                                                           \
+        T *o = (T *)out;                                                                           \
+        const T *x = (const T *)in;                                                                \
+        for (size_t i = 0; i < n; i++)                                                             \
+            o[i] = op == ncclProd ? o[i] * x[i] : op == ncclMax ? (o[i] > x[i] ? o[i] : x[i])      \
+                   : op == ncclMin ? (o[i] < x[i] ? o[i] : x[i]) : o[i] + x[i];                    \
+    } while (0)
+
+static ncclResult_t reduce_into(void *out, const void *in, size_t n, ncclDataType_t t,
+                                ncclRedOp_t op)
+{
+    switch (t) {
+    case ncclInt32: RED(int32_t); break;
+    case ncclUint32: RED(uint32_t); break;
+    case ncclInt64: RED(int64_t); break;
+    case ncclUint64: RED(uint64_t); break;
+    case ncclFloat32: RED(float); break;
+    case ncclFloat64: RED(double); break;
+    default: return ncclInvalidArgument;
+    }
+    return ncclSuccess;
+}
+
+static void average(void *out, size_t n, ncclDataType_t t, int nranks)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (t == ncclFloat32)
+            ((float *)out)[i] /= (float)nranks;
+        else if (t == ncclFloat64)
+            ((double *)out)[i] /= nranks;
+        else if (t == ncclInt32)
+            ((int32_t *)out)[i] /= nranks;
+        else if (t == ncclInt64)
+            ((int64_t *)out)[i] /= nranks;
+    }
+}
+
+enum { C_ALLREDUCE, C_BROADCAST, C_REDUCE, C_ALLGATHER, C_REDUCESCATTER, C_ALLTOALL, C_GATHER,
+       C_SCATTER };
+
+/* Link-model duration of a collective (ns): nccl-tests' bus bytes over the ring's slowest link. */
+static uint64_t model_ns(ncclComm_t c, int coll, size_t bytes)
+{
+    if (!topo_loaded) {
+        sim_topo_load(&topo);
+        topo_loaded = 1;
+    }
+    double n = c->nranks, bus;
+    switch (coll) {
+    case C_ALLREDUCE: bus = 2 * (n - 1) / n * (double)bytes; break;
+    case C_ALLGATHER: case C_REDUCESCATTER: case C_ALLTOALL: case C_GATHER: case C_SCATTER:
+        bus = (n - 1) / n * (double)bytes * n; break; /* bytes: one rank's share */
+    default: bus = (double)bytes;
+    }
+    double rate = topo.nvswitch_links * topo.nvlink_gbps * 1e9;
+    if (c->nodes > 1) {
+        double nic = 0;
+        for (int i = 0; i < topo.nnics; i++)
+            if (topo.nic[i].rate_gbps && (nic == 0 || topo.nic[i].rate_gbps * 1e9 / 8 < nic))
+                nic = topo.nic[i].rate_gbps * 1e9 / 8;
+        rate = nic > 0 ? nic : rate;
+    }
+    return (uint64_t)(topo.latency_us * 1e3 + bus / rate * 1e9);
+}
+
+static void wait_until(uint64_t t)
+{
+    struct timespec ts = {(time_t)(t / 1000000000ull), (long)(t % 1000000000ull)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+        ;
+}
+
+static ncclResult_t run_coll(const struct op *o)
+{
+    ncclComm_t c = o->comm;
+    size_t es = dt_size(o->dt), n = o->count, b = n * es;
+    int R = c->nranks, me = c->rank;
+    size_t in_bytes = o->coll == C_ALLTOALL || o->coll == C_REDUCESCATTER ? b * (size_t)R
+                      : o->coll == C_SCATTER && me == o->root             ? b * (size_t)R
+                                                                          : b;
+    if (in_bytes > SLOT)
+        return ncclInvalidArgument;
+    if (o->sb && (o->coll != C_SCATTER || me == o->root) &&
+        (o->coll != C_BROADCAST || me == o->root))
+        memcpy(slot(c, me), o->sb, in_bytes);
+    barrier(c);
+    uint64_t start = atomic_load(&c->s->release_ns);
+    ncclResult_t rc = ncclSuccess;
+    char *out = o->rb;
+    switch (o->coll) {
+    case C_ALLREDUCE:
+    case C_REDUCE:
+        if (o->coll == C_REDUCE && me != o->root)
+            break;
+        memcpy(out, slot(c, 0), b);
+        for (int r = 1; r < R && rc == ncclSuccess; r++)
+            rc = reduce_into(out, slot(c, r), n, o->dt, o->red);
+        if (o->red == ncclAvg)
+            average(out, n, o->dt, R);
+        break;
+    case C_BROADCAST: memcpy(out, slot(c, o->root), b); break;
+    case C_ALLGATHER:
+        for (int r = 0; r < R; r++)
+            memcpy(out + (size_t)r * b, slot(c, r), b);
+        break;
+    case C_REDUCESCATTER:
+        memcpy(out, slot(c, 0) + (size_t)me * b, b);
+        for (int r = 1; r < R && rc == ncclSuccess; r++)
+            rc = reduce_into(out, slot(c, r) + (size_t)me * b, n, o->dt, o->red);
+        if (o->red == ncclAvg)
+            average(out, n, o->dt, R);
+        break;
+    case C_ALLTOALL:
+        for (int r = 0; r < R; r++)
+            memcpy(out + (size_t)r * b, slot(c, r) + (size_t)me * b, b);
+        break;
+    case C_GATHER:
+        for (int r = 0; me == o->root && r < R; r++)
+            memcpy(out + (size_t)r * b, slot(c, r), b);
+        break;
+    case C_SCATTER: memcpy(out, slot(c, o->root) + (size_t)me * b, b); break;
+    }
+    wait_until(start + model_ns(c, o->coll, b));
+    barrier(c); /* nobody refills a slot before everyone has read it */
+    return rc;
+}
+
+static ncclResult_t run_send(const struct op *o)
+{
+    ncclComm_t c = o->comm;
+    size_t b = o->count * dt_size(o->dt);
+    if (b > MBOX || o->root < 0 || o->root >= c->nranks)
+        return ncclInvalidArgument;
+    __typeof__(c->s->box[0][0]) *x = &c->s->box[c->rank][o->root];
+    unsigned spins = 0;
+    while (atomic_load(&x->sent) != atomic_load(&x->taken)) /* one message in flight per pair */
+        pause_briefly(&spins);
+    memcpy(mbox(c, c->rank, o->root), o->sb, b);
+    x->bytes = b;
+    atomic_fetch_add(&x->sent, 1);
+    return ncclSuccess;
+}
+
+static ncclResult_t run_recv(const struct op *o)
+{
+    ncclComm_t c = o->comm;
+    size_t b = o->count * dt_size(o->dt);
+    if (o->root < 0 || o->root >= c->nranks)
+        return ncclInvalidArgument;
+    __typeof__(c->s->box[0][0]) *x = &c->s->box[o->root][c->rank];
+    unsigned spins = 0;
+    uint64_t start = now_ns();
+    while (atomic_load(&x->sent) == atomic_load(&x->taken))
+        pause_briefly(&spins);
+    if (x->bytes != b)
+        return ncclInvalidUsage;
+    memcpy(o->rb, mbox(c, o->root, c->rank), b);
+    atomic_fetch_add(&x->taken, 1);
+    wait_until(start + model_ns(c, -1, b));
+    return ncclSuccess;
+}
+
+static ncclResult_t submit(const struct op *o)
+{
+    if (!o->comm || !o->comm->s)
+        return ncclInvalidArgument;
+    if (group_depth == 0)
+        return o->kind == 0 ? run_coll(o) : o->kind == 1 ? run_send(o) : run_recv(o);
+    if (nqueue == capqueue) {
+        capqueue = capqueue ? 2 * capqueue : 16;
+        struct op *q = realloc(queue, capqueue * sizeof(*q));
+        if (!q)
+            return ncclSystemError;
+        queue = q;
+    }
+    queue[nqueue++] = *o;
+    return ncclSuccess;
+}
+
+/* ---- communicators ---- */
+
+SIM_EXPORT ncclResult_t pncclGetVersion(int *v)
+{
+    *v = NCCL_VERSION_CODE;
+    return ncclSuccess;
+}
+
+SIM_EXPORT ncclResult_t pncclGetUniqueId(ncclUniqueId *id)
+{
+    memset(id, 0, sizeof(*id));
+    uint64_t r = now_ns() ^ ((uint64_t)getpid() << 32);
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        if (read(fd, &r, sizeof(r)) != (ssize_t)sizeof(r))
+            r ^= 0x9e3779b97f4a7c15ull;
+        close(fd);
+    }
+    memcpy(id->internal, &r, sizeof(r));
+    return ncclSuccess;
+}
+
+static ncclResult_t comm_open(ncclComm_t *out, int nranks, uint64_t id, int rank)
+{
+    if (nranks < 1 || nranks > MAXR || rank < 0 || rank >= nranks)
+        return ncclInvalidArgument;
+    struct ncclComm *c = calloc(1, sizeof(*c));
+    if (!c)
+        return ncclSystemError;
+    c->rank = rank;
+    c->nranks = nranks;
+    c->id = id;
+    cudaGetDevice(&c->dev);
+    snprintf(c->name, sizeof(c->name), "/icxsim-nccl-%016llx-%d", (unsigned long long)id, nranks);
+    c->map_bytes = 65536 * 4 + (size_t)(nranks + 1) * SLOT + (size_t)nranks * nranks * MBOX;
+    int fd = shm_open(c->name, O_RDWR | O_CREAT, 0600);
+    if (fd < 0 || ftruncate(fd, (off_t)c->map_bytes) != 0) {
+        if (fd >= 0)
+            close(fd);
+        free(c);
+        return ncclSystemError;
+    }
+    void *m = mmap(NULL, c->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED) {
+        free(c);
+        return ncclSystemError;
+    }
+    c->s = m;
+    const char *node = getenv("ICXSIM_NODE");
+    c->s->node[rank] = node ? atoi(node) : 0;
+    c->s->nranks = nranks;
+    atomic_fetch_add(&c->s->joined, 1);
+    unsigned spins = 0;
+    while (atomic_load(&c->s->joined) < (uint32_t)nranks) /* the bootstrap: everyone is here */
+        pause_briefly(&spins);
+    c->nodes = 1;
+    for (int r = 1; r < nranks; r++)
+        c->nodes += c->s->node[r] != c->s->node[0] && c->nodes == 1;
+    *out = c;
+    return ncclSuccess;
+}
+
+SIM_EXPORT ncclResult_t pncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank)
+{
+    uint64_t key;
+    memcpy(&key, id.internal, sizeof(key));
+    return comm_open(comm, nranks, key, rank);
+}
+
+SIM_EXPORT ncclResult_t pncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId id,
+                                                int rank, ncclConfig_t *config)
+{
+    (void)config;
+    return pncclCommInitRank(comm, nranks, id, rank);
+}
+
+SIM_EXPORT ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
+                                       ncclConfig_t *config)
+{
+    (void)config;
+    /* Everyone publishes (color, key) through the collective slots, then picks its group. */
+    int mine[2] = {color, key};
+    struct op o = {0, C_ALLGATHER, mine, NULL, 2, ncclInt32, ncclSum, 0, comm};
+    int *all = calloc((size_t)comm->nranks, sizeof(mine));
+    if (!all)
+        return ncclSystemError;
+    o.rb = all;
+    ncclResult_t rc = run_coll(&o);
+    int n = 0, rank = 0;
+    for (int r = 0; rc == ncclSuccess && r < comm->nranks; r++)
+        if (all[2 * r] == color) {
+            if (all[2 * r + 1] < key || (all[2 * r + 1] == key && r < comm->rank))
+                rank++;
+            n++;
+        }
+    free(all);
+    if (rc != ncclSuccess)
+        return rc;
+    if (color == NCCL_SPLIT_NOCOLOR) {
+        *newcomm = NULL;
+        return ncclSuccess;
+    }
+    static __thread unsigned splits;
+    uint64_t id = comm->id * 0x9e3779b97f4a7c15ull + (uint64_t)(color + 1) * 1000003u + ++splits;
+    return comm_open(newcomm, n, id, rank);
+}
+
+static void comm_close(ncclComm_t c)
+{
+    if (!c)
+        return;
+    munmap(c->s, c->map_bytes);
+    shm_unlink(c->name); /* the last reference keeps it for the others */
+    free(c);
+}
+
+SIM_EXPORT ncclResult_t pncclCommFinalize(ncclComm_t c)
+{
+    (void)c;
+    return ncclSuccess;
+}
+SIM_EXPORT ncclResult_t pncclCommDestroy(ncclComm_t c)
+{
+    comm_close(c);
+    return ncclSuccess;
+}
+SIM_EXPORT ncclResult_t pncclCommAbort(ncclComm_t c)
+{
+    comm_close(c);
+    return ncclSuccess;
+}
+SIM_EXPORT ncclResult_t pncclCommGetAsyncError(ncclComm_t c, ncclResult_t *e)
+{
+    (void)c;
+    *e = ncclSuccess;
+    return ncclSuccess;
+}
+SIM_EXPORT ncclResult_t pncclCommCount(const ncclComm_t c, int *n)
+{
+    *n = c->nranks;
+    return ncclSuccess;
+}
+SIM_EXPORT ncclResult_t pncclCommCuDevice(const ncclComm_t c, int *d)
+{
+    *d = c->dev;
+    return ncclSuccess;
+}
+SIM_EXPORT ncclResult_t pncclCommUserRank(const ncclComm_t c, int *r)
+{
+    *r = c->rank;
+    return ncclSuccess;
+}
+SIM_EXPORT const char *pncclGetErrorString(ncclResult_t r)
+{
+    return r == ncclSuccess ? "no error" : "simulated NCCL error";
+}
+
+/* ---- collectives and point-to-point ---- */
+
+SIM_EXPORT ncclResult_t pncclAllReduce(const void *sb, void *rb, size_t count, ncclDataType_t dt,
+                                       ncclRedOp_t op, ncclComm_t comm, cudaStream_t s)
+{
+    (void)s;
+    struct op o = {0, C_ALLREDUCE, sb, rb, count, dt, op, 0, comm};
+    return submit(&o);
+}
+SIM_EXPORT ncclResult_t pncclBroadcast(const void *sb, void *rb, size_t count, ncclDataType_t dt,
+                                       int root, ncclComm_t comm, cudaStream_t s)
+{
+    (void)s;
+    struct op o = {0, C_BROADCAST, sb, rb, count, dt, ncclSum, root, comm};
+    return submit(&o);
+}
+/* In place, through the public entry point, as real NCCL does. */
+SIM_EXPORT ncclResult_t pncclBcast(void *buff, size_t count, ncclDataType_t dt, int root,
+                                   ncclComm_t comm, cudaStream_t s)
+{
+    return ncclBroadcast(buff, buff, count, dt, root, comm, s);
+}
+SIM_EXPORT ncclResult_t pncclReduce(const void *sb, void *rb, size_t count, ncclDataType_t dt,
+                                    ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t s)
+{
+    (void)s;
+    struct op o = {0, C_REDUCE, sb, rb, count, dt, op, root, comm};
+    return submit(&o);
+}
+SIM_EXPORT ncclResult_t pncclAllGather(const void *sb, void *rb, size_t count, ncclDataType_t dt,
+                                       ncclComm_t comm, cudaStream_t s)
+{
+    (void)s;
+    struct op o = {0, C_ALLGATHER, sb, rb, count, dt, ncclSum, 0, comm};
+    return submit(&o);
+}
+SIM_EXPORT ncclResult_t pncclReduceScatter(const void *sb, void *rb, size_t count,
+                                           ncclDataType_t dt, ncclRedOp_t op, ncclComm_t comm,
+                                           cudaStream_t s)
+{
+    (void)s;
+    struct op o = {0, C_REDUCESCATTER, sb, rb, count, dt, op, 0, comm};
+    return submit(&o);
+}
+SIM_EXPORT ncclResult_t pncclAlltoAll(const void *sb, void *rb, size_t count, ncclDataType_t dt,
+                                      ncclComm_t comm, cudaStream_t s)
+{
+    (void)s;
+    struct op o = {0, C_ALLTOALL, sb, rb, count, dt, ncclSum, 0, comm};
+    return submit(&o);
+}
+SIM_EXPORT ncclResult_t pncclGather(const void *sb, void *rb, size_t count, ncclDataType_t dt,
+                                    int root, ncclComm_t comm, cudaStream_t s)
+{
+    (void)s;
+    struct op o = {0, C_GATHER, sb, rb, count, dt, ncclSum, root, comm};
+    return submit(&o);
+}
+SIM_EXPORT ncclResult_t pncclScatter(const void *sb, void *rb, size_t count, ncclDataType_t dt,
+                                     int root, ncclComm_t comm, cudaStream_t s)
+{
+    (void)s;
+    struct op o = {0, C_SCATTER, sb, rb, count, dt, ncclSum, root, comm};
+    return submit(&o);
+}
+SIM_EXPORT ncclResult_t pncclSend(const void *sb, size_t count, ncclDataType_t dt, int peer,
+                                  ncclComm_t comm, cudaStream_t s)
+{
+    (void)s;
+    struct op o = {1, 0, sb, NULL, count, dt, ncclSum, peer, comm};
+    return submit(&o);
+}
+SIM_EXPORT ncclResult_t pncclRecv(void *rb, size_t count, ncclDataType_t dt, int peer,
+                                  ncclComm_t comm, cudaStream_t s)
+{
+    (void)s;
+    struct op o = {2, 0, NULL, rb, count, dt, ncclSum, peer, comm};
+    return submit(&o);
+}
+
+/* nccl.h declares these without a prototype ("()"). */
+ncclResult_t pncclGroupStart(void);
+ncclResult_t pncclGroupEnd(void);
+
+SIM_EXPORT ncclResult_t pncclGroupStart(void)
+{
+    group_depth++;
+    return ncclSuccess;
+}
+
+SIM_EXPORT ncclResult_t pncclGroupEnd(void)
+{
+    if (group_depth == 0)
+        return ncclInvalidUsage;
+    if (--group_depth)
+        return ncclSuccess;
+    ncclResult_t rc = ncclSuccess;
+    for (int pass = 0; pass < 3; pass++) /* sends, collectives, receives */
+        for (size_t i = 0; i < nqueue; i++) {
+            const struct op *o = &queue[i];
+            ncclResult_t r = ncclSuccess;
+            if (pass == 0 && o->kind == 1)
+                r = run_send(o);
+            else if (pass == 1 && o->kind == 0)
+                r = run_coll(o);
+            else if (pass == 2 && o->kind == 2)
+                r = run_recv(o);
+            rc = rc == ncclSuccess ? r : rc;
+        }
+    nqueue = 0;
+    return rc;
+}
+
+/* The public names, weak aliases of the pnccl* definitions like the real library's. */
+#define A(name) extern __typeof__(p##name) name NCCL_ALIAS(name) SIM_EXPORT;
+A(ncclGetVersion) A(ncclGetUniqueId) A(ncclCommInitRank) A(ncclCommInitRankConfig)
+A(ncclCommSplit) A(ncclCommFinalize) A(ncclCommDestroy) A(ncclCommAbort) A(ncclCommGetAsyncError)
+A(ncclCommCount) A(ncclCommCuDevice) A(ncclCommUserRank) A(ncclGetErrorString) A(ncclAllReduce)
+A(ncclBroadcast) A(ncclBcast) A(ncclReduce) A(ncclAllGather) A(ncclReduceScatter) A(ncclAlltoAll)
+A(ncclGather) A(ncclScatter) A(ncclSend) A(ncclRecv) A(ncclGroupStart) A(ncclGroupEnd)
+#undef A
