@@ -103,6 +103,7 @@ static int cmd_analyze(FILE *out, const struct icx_opts *o, const struct icx_tra
     icx_counters_compute(t, &C);
     icx_counters_over_time(t, &C);
     struct icx_verbs *V = icx_verbs_compute(t, &F);
+    struct icx_nccl *NC = icx_nccl_compute(t, &F);
     if (o->json) {
         struct icx_json j;
         icx_json_begin(&j, out);
@@ -114,6 +115,7 @@ static int cmd_analyze(FILE *out, const struct icx_opts *o, const struct icx_tra
         icx_counters_json(&j, &C);
         icx_numa_json(&j, &N);
         icx_verbs_json(&j, V);
+        icx_nccl_json(&j, NC);
         icx_findings_json(&j, &F);
         icx_json_end(&j);
     } else {
@@ -123,6 +125,7 @@ static int cmd_analyze(FILE *out, const struct icx_opts *o, const struct icx_tra
         icx_counters_print(out, &C);
         icx_numa_print(out, &N);
         icx_verbs_print(out, V);
+        icx_nccl_print(out, NC);
         icx_findings_print(out, &F);
     }
     icx_links_free(&L);
@@ -130,6 +133,7 @@ static int cmd_analyze(FILE *out, const struct icx_opts *o, const struct icx_tra
     icx_findings_free(&F);
     icx_counters_free(&C);
     icx_verbs_free(V);
+    icx_nccl_free(NC);
     return 0;
 }
 

@@ -409,7 +409,9 @@ static int decode_record(struct decoder *d, const struct icx_rec *r, char *err, 
     case ICX_REC_VERBS_MR:
     case ICX_REC_VERBS_WR:
     case ICX_REC_VERBS_WC:
-    case ICX_REC_VERBS_CQ: {
+    case ICX_REC_VERBS_CQ:
+    case ICX_REC_NCCL_COMM:
+    case ICX_REC_NCCL_CALL: {
         if (!d->in_block) {
             snprintf(err, errlen, "%s record outside a block", icx_record_name(r->type));
             return -1;
@@ -422,6 +424,10 @@ static int decode_record(struct decoder *d, const struct icx_rec *r, char *err, 
         d->last_copy = 0;
         if (r->type >= ICX_REC_VERBS_QP && r->type <= ICX_REC_VERBS_CQ) {
             icx_read_verbs(p, r, size, ts, str_of);
+            break;
+        }
+        if (r->type == ICX_REC_NCCL_COMM || r->type == ICX_REC_NCCL_CALL) {
+            icx_read_nccl(p, r, size, ts, d->block_tid);
             break;
         }
         struct icx_rd_thread *th = icx_thread_get(p, d->block_tid);
@@ -536,6 +542,7 @@ static void finish_proc(struct icx_proc *p)
     p->t_first = lo <= hi ? lo : 0;
     p->t_last = lo <= hi ? hi : 0;
     icx_verbs_finish(p);
+    icx_nccl_finish(p);
 }
 
 static int symbol_cmp(const void *a, const void *b)
@@ -844,6 +851,8 @@ void icx_trace_free(struct icx_trace *t)
         free(p->vqps);
         free(p->vtraffic);
         free(p->vwc_errs);
+        free(p->ncomms);
+        free(p->ncalls);
         free(p->strings);
         free(p->notes);
         free(p->note_severity);

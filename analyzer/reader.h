@@ -140,6 +140,24 @@ struct icx_rd_vwc_err {
     uint64_t count;
 };
 
+/* NCCL (format 1.2) */
+struct icx_rd_ncomm {
+    unsigned api;
+    uint64_t comm, comm_id, parent_id;
+    int rank, nranks, device, result;
+    int64_t ts;
+    double t; /* monotonic s */
+};
+struct icx_rd_ncall {
+    unsigned api;
+    uint32_t tid, group;
+    uint64_t comm, count, bytes, stream, seq;
+    int peer, result;
+    uint8_t dtype, redop;
+    int64_t ts, dur;        /* ticks while reading */
+    double t_enter, t_exit; /* monotonic s */
+};
+
 struct icx_proc {
     char *path; /* file it came from */
     uint64_t stream_id, features;
@@ -186,6 +204,10 @@ struct icx_proc {
     struct icx_rd_vwc_err *vwc_errs;
     size_t nvwc_errs, cap_vwc_errs;
     uint64_t vmrs, vmr_bytes, vmr_gpu; /* memory regions registered (GPU memory: numa -1) */
+    struct icx_rd_ncomm *ncomms;
+    size_t nncomms, cap_ncomms;
+    struct icx_rd_ncall *ncalls;
+    size_t nncalls, cap_ncalls;
     double t_first, t_last; /* monotonic seconds covered by the trace */
     /* tick -> ns mapping, from the CLOCK records */
     double slope, intercept;
@@ -229,6 +251,10 @@ const char *icx_symbol_find(const struct icx_proc *p, uint64_t addr);
 void icx_read_verbs(struct icx_proc *p, const struct icx_rec *r, size_t size, int64_t ts,
                     const char *(*str)(const struct icx_proc *, uint32_t));
 void icx_verbs_finish(struct icx_proc *p);
+/* reader_nccl.c: NCCL_COMM / NCCL_CALL records (ts decoded, tid of the block). */
+void icx_read_nccl(struct icx_proc *p, const struct icx_rec *r, size_t size, int64_t ts,
+                   uint32_t tid);
+void icx_nccl_finish(struct icx_proc *p);
 const char *icx_verbs_opcode_name(unsigned kind, unsigned opcode);
 const char *icx_wc_status_name(unsigned status);
 int icx_grow(void **arr, size_t *cap, size_t n, size_t sz);

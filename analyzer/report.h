@@ -64,6 +64,13 @@ void icx_verbs_print(FILE *out, const struct icx_verbs *V);
 void icx_verbs_json(struct icx_json *j, const struct icx_verbs *V);
 void icx_verbs_free(struct icx_verbs *V);
 
+/* report_nccl.c: NCCL per communicator and op (calls, bytes, time, bus bandwidth); stragglers. */
+struct icx_nccl;
+struct icx_nccl *icx_nccl_compute(const struct icx_trace *t, struct icx_findings *F);
+void icx_nccl_print(FILE *out, const struct icx_nccl *N);
+void icx_nccl_json(struct icx_json *j, const struct icx_nccl *N);
+void icx_nccl_free(struct icx_nccl *N);
+
 /* report_numa.c: placement of GPUs, GPU-driving threads and pinned buffers per process. */
 struct icx_numa_proc {
     const struct icx_proc *proc;

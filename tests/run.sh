@@ -31,6 +31,8 @@ harness() {
 harness e2e tests/e2e/run_e2e.py "$BUILD"
 # Verbs: dlsym interposition here, the real verbs stack (rdma_rxe) in a QEMU guest.
 harness verbs tests/e2e/run_verbs.py "$BUILD"
+# NCCL over the simulated cluster.
+harness nccl tests/e2e/run_nccl.py "$BUILD"
 # Coverage-guided fuzzing of the reader, briefly (make fuzz FUZZ_SECONDS=N for longer runs).
 if [ -z "${ICX_TEST_SANITIZE:-}" ]; then
     if command -v clang >/dev/null 2>&1 &&

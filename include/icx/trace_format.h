@@ -72,8 +72,18 @@
  *    0-byte requests, class c >= 1 those of 2^(c-2) < bytes <= 2^(c-1).  Opcodes are libibverbs' enum
  * ibv_wr_opcode (posts) and enum ibv_wc_opcode (completions); ICX_VOP_RECV marks a posted receive.
  *
+ * 11. NCCL (1.2).  NCCL_COMM (api = the init / split / destroy call) ties a communicator handle of
+ *    the process to comm_id, the same on every rank (a hash of the unique id; for split and shrink
+ * derived from the parent's id, the color and the parent's split count), with rank, nranks and
+ *    CUDA device.  NCCL_CALL is one collective, point-to-point call or ncclGroupEnd: counts as
+ * passed, bytes of this rank's buffer as nccl-tests count them (all-gather: the send part,
+ *    reduce-scatter: the receive part), seq (collectives: per communicator; send and recv: per
+ * communicator, peer and direction -- equal on every rank for the same operation), the group it
+ *    was issued in (0: none) and NCCL's result.  Host enter/exit only; a call in a group ends with
+ * that group's ncclGroupEnd.
+ *
  * Version history: 1.0; 1.1 adds records 15-22 and 35-37, the DEVICE field local_cpus, and the
- *    event flag ICX_EVF_D2H (readers of 1.0 skip all of them by size); 1.2 adds 23-25 and 38-42. */
+ *    event flag ICX_EVF_D2H (readers of 1.0 skip all of them by size); 1.2 adds 23-25 and 38-44. */
 #ifndef ICX_TRACE_FORMAT_H
 #define ICX_TRACE_FORMAT_H
 
@@ -457,5 +467,29 @@ struct icx_rec_verbs_cq { /* EVENT, api = create_cq / create_cq_ex */
     uint32_t pad2;
 };
 _Static_assert(sizeof(struct icx_rec_verbs_cq) == 40, "icx_rec_verbs_cq");
+
+/* ---- NCCL (1.2) ---- */
+struct icx_rec_nccl_comm { /* EVENT, api = init / split / shrink / finalize / destroy / abort */
+    struct icx_rec_event e;
+    uint64_t comm;      /* handle value in this process */
+    uint64_t comm_id;   /* the same on every rank */
+    uint64_t parent_id; /* split / shrink: the parent's comm_id */
+    int32_t rank, nranks, device, result;
+    int32_t color, key;
+};
+_Static_assert(sizeof(struct icx_rec_nccl_comm) == 72, "icx_rec_nccl_comm");
+
+struct icx_rec_nccl_call { /* EVENT, api = the call */
+    struct icx_rec_event e;
+    uint64_t comm;
+    uint64_t count, bytes;
+    uint64_t stream;
+    uint64_t seq;
+    int32_t peer; /* root of rooted collectives, peer of send/recv, -1 */
+    uint8_t dtype, redop, pad[2];
+    uint32_t group; /* 0 outside a group */
+    int32_t result;
+};
+_Static_assert(sizeof(struct icx_rec_nccl_call) == 80, "icx_rec_nccl_call");
 
 #endif

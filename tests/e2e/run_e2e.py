@@ -116,7 +116,7 @@ def test_exports():
         got[name] = ver
     with open(os.path.join(ROOT, "preload", "exports.map")) as f:
         text = f.read()
-    want = {n: "" for n in re.findall(r"\b((?:cuda|dl)\w*)\s*;", text)}
+    want = {n: "" for n in re.findall(r"\b((?:cuda|dl|nccl)\w*)\s*;", text)}
     for node, body in re.findall(r"(IBVERBS_[\d.]+)\s*\{([^}]*)\}", text):
         for n in re.findall(r"\b(ibv_\w+)\s*;", body):
             want[n] = node

@@ -92,8 +92,8 @@ def main(topo_path, root):
         os.makedirs(os.path.join(ib, "ports", "1"), exist_ok=True)
         os.symlink(os.path.relpath(d, ib), os.path.join(ib, "device"))
         write(os.path.join(ib, "node_guid"), "b83f:d203:00%02x:%04x" % (numa, i))
-        rate = int(kv.get("rate", 400))
-        write(os.path.join(ib, "ports", "1", "rate"), "%d Gb/sec (4X)" % rate)
+        rate = float(kv.get("rate", 400))
+        write(os.path.join(ib, "ports", "1", "rate"), "%g Gb/sec (4X)" % rate)
         write(os.path.join(ib, "ports", "1", "link_layer"), kv.get("link_layer", "InfiniBand"))
         write(os.path.join(ib, "ports", "1", "state"), "4: ACTIVE")
         for counter in ("port_xmit_data", "port_rcv_data", "port_xmit_wait", "port_xmit_discards"):

@@ -82,7 +82,7 @@ int sim_topo_load(struct sim_topo *t)
             /* the rest (bus, numa, switch) is for tests/sim/mksysfs.py */
             snprintf(t->nic[a].name, sizeof(t->nic[a].name), "%s", s);
             const char *r = strstr(rest, " rate ");
-            t->nic[a].rate_gbps = r ? atoi(r + 6) : 0;
+            t->nic[a].rate_gbps = r ? atof(r + 6) : 0;
             t->nic[a].ethernet = strstr(rest, "link_layer Ethernet") != NULL;
             if (a >= t->nnics)
                 t->nnics = a + 1;

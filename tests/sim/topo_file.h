@@ -25,7 +25,7 @@ struct sim_topo {
     int nnics;
     struct {
         char name[32];
-        int rate_gbps;  /* per direction */
+        double rate_gbps; /* per direction */
         int ethernet;   /* link layer: RoCE (1) or InfiniBand (0) */
     } nic[SIM_MAX_NICS];
 };

@@ -302,7 +302,7 @@ static void port_attr(int nic, struct ibv_port_attr *a)
     a->lid = topo.nic[nic].ethernet ? 0 : lid_of(node, nic);
     a->link_layer = topo.nic[nic].ethernet ? IBV_LINK_LAYER_ETHERNET : IBV_LINK_LAYER_INFINIBAND;
     /* 4x at the lane rate that makes the topology's rate; 1x when injected slow */
-    int lane = topo.nic[nic].rate_gbps / 4;
+    double lane = topo.nic[nic].rate_gbps / 4;
     a->active_speed = lane >= 100 ? 128 : lane >= 50 ? 64 : lane >= 25 ? 32 : 4;
     a->active_width = slow_nic(nic) ? 1 : 2;
     a->phys_state = 5;

@@ -1,0 +1,414 @@
+/* NCCL report: per communicator and operation, calls, bytes, time and bus bandwidth; stragglers.
+ *
+ * A communicator is known on every rank by the same comm_id; a collective instance by (comm_id,
+ * seq), a send/recv pair by (comm_id, sender, receiver, seq).  Times are put on one wall-clock
+ * timeline (each process's CLOCK anchor).  An instance's duration runs from the last rank's
+ * arrival to the last rank's return: the time the operation itself took, which is what bus
+ * bandwidth is about (nccl-tests' conventions: size = this rank's buffer, times the number of
+ * ranks for gathers and scatters; busbw = algbw x 2(n-1)/n for all-reduce, (n-1)/n for all-gather,
+ * reduce-scatter, all-to-all, gather, scatter, 1 otherwise).  A call in a group returns with its
+ * group's ncclGroupEnd.
+ *
+ * Stragglers: all-reduce equalizes durations, so arrivals are compared, not durations.  Per
+ * instance the skew is last arrival - first.  A rank is named when the instances it arrived last
+ * at hold at least half of a communicator's total skew (it is why the others waited), there are at
+ * least two of them, and their median skew is at least 5 ms (below that, scheduling noise). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report.h"
+
+#define NOPS 12
+static const char *const op_names[NOPS] = {"AllReduce", "Broadcast",     "Reduce",   "AllGather",
+                                           "ReduceScatter", "AlltoAll",  "Gather",   "Scatter",
+                                           "Send",      "Recv",          "GroupEnd", "?"};
+
+static int op_of(unsigned api)
+{
+    switch (api) {
+    case ICX_API_ncclAllReduce: return 0;
+    case ICX_API_ncclBroadcast: case ICX_API_ncclBcast: return 1;
+    case ICX_API_ncclReduce: return 2;
+    case ICX_API_ncclAllGather: return 3;
+    case ICX_API_ncclReduceScatter: return 4;
+    case ICX_API_ncclAlltoAll: return 5;
+    case ICX_API_ncclGather: return 6;
+    case ICX_API_ncclScatter: return 7;
+    case ICX_API_ncclSend: return 8;
+    case ICX_API_ncclRecv: return 9;
+    case ICX_API_ncclGroupEnd: return 10;
+    default: return 11;
+    }
+}
+
+static double bus_factor(int op, double n)
+{
+    return op == 0 ? 2 * (n - 1) / n : (op >= 3 && op <= 7) ? (n - 1) / n : 1;
+}
+static double size_mult(int op, double n)
+{
+    return op >= 3 && op <= 7 ? n : 1;
+}
+
+/* One call put on the shared timeline, with what it belongs to. */
+struct call {
+    uint64_t comm_id, seq, bytes;
+    int op, rank, peer, nranks;
+    double enter, exit;
+    const struct icx_proc *p;
+};
+
+struct opstat {
+    uint64_t calls, bytes, min_calls, max_calls;
+    double *dur;
+    size_t ndur;
+    double busbw, algbw, p50, p99;
+};
+
+struct rankstat {
+    int rank;
+    uint64_t last;
+    double imposed, *skews; /* skews of the instances it was last in */
+    size_t nskews;
+};
+
+struct comm {
+    uint64_t id;
+    int nranks, traced;
+    struct opstat op[NOPS];
+    uint64_t instances;
+    double total_skew;
+    struct rankstat *ranks; /* by rank */
+};
+
+struct icx_nccl {
+    struct comm *v;
+    size_t n;
+};
+
+static int dcmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int call_cmp(const void *a, const void *b)
+{
+    const struct call *x = a, *y = b;
+    if (x->comm_id != y->comm_id)
+        return x->comm_id < y->comm_id ? -1 : 1;
+    int kx = x->op >= 8, ky = y->op >= 8; /* collectives, then p2p */
+    if (kx != ky)
+        return kx - ky;
+    if (kx) { /* pair a send with its recv: (sender, receiver, seq) */
+        int sx = x->op == 8 ? x->rank : x->peer, sy = y->op == 8 ? y->rank : y->peer;
+        int rx = x->op == 8 ? x->peer : x->rank, ry = y->op == 8 ? y->peer : y->rank;
+        if (sx != sy)
+            return sx - sy;
+        if (rx != ry)
+            return rx - ry;
+    }
+    if (x->seq != y->seq)
+        return x->seq < y->seq ? -1 : 1;
+    return x->rank - y->rank;
+}
+
+static struct comm *comm_get(struct icx_nccl *N, uint64_t id, int nranks)
+{
+    for (size_t i = 0; i < N->n; i++)
+        if (N->v[i].id == id)
+            return &N->v[i];
+    struct comm *v = realloc(N->v, (N->n + 1) * sizeof(*v));
+    if (!v)
+        return NULL;
+    N->v = v;
+    struct comm *c = &N->v[N->n++];
+    memset(c, 0, sizeof(*c));
+    c->id = id;
+    c->nranks = nranks;
+    c->ranks = calloc(nranks > 0 ? (size_t)nranks : 1, sizeof(*c->ranks));
+    for (int r = 0; c->ranks && r < nranks; r++)
+        c->ranks[r].rank = r;
+    return c;
+}
+
+static void push(double **v, size_t *n, double x)
+{
+    double *nv = realloc(*v, (*n + 1) * sizeof(double));
+    if (nv) {
+        *v = nv;
+        nv[(*n)++] = x;
+    }
+}
+
+/* The communicator a call of process p used: the latest creation of that handle before it. */
+static const struct icx_rd_ncomm *comm_of(const struct icx_proc *p, uint64_t h, double t)
+{
+    const struct icx_rd_ncomm *best = NULL;
+    for (size_t i = 0; i < p->nncomms; i++) {
+        const struct icx_rd_ncomm *c = &p->ncomms[i];
+        if (c->comm == h && c->t <= t && c->nranks > 0 && (c->result == 0 || c->result == 7) &&
+            (c->api == ICX_API_ncclCommInitRank || c->api == ICX_API_ncclCommInitRankConfig ||
+             c->api == ICX_API_ncclCommSplit || c->api == ICX_API_ncclCommInitRankScalable ||
+             c->api == ICX_API_ncclCommShrink))
+            best = c;
+    }
+    return best;
+}
+
+static double wall_offset(const struct icx_proc *p)
+{
+    return p->nclocks ? ((double)p->clocks[0].real_ns - (double)p->clocks[0].mono_ns) / 1e9 : 0;
+}
+
+/* Calls of every process on one timeline; a call in a group ends with its group. */
+static struct call *collect(const struct icx_trace *t, size_t *ncalls)
+{
+    size_t n = 0, cap = 0;
+    struct call *v = NULL;
+    for (size_t i = 0; i < t->nprocs; i++) {
+        const struct icx_proc *p = t->procs[i];
+        double off = wall_offset(p);
+        for (size_t k = 0; k < p->nncalls; k++) {
+            const struct icx_rd_ncall *c = &p->ncalls[k];
+            int op = op_of(c->api);
+            if (op >= 10 || c->result != 0)
+                continue;
+            const struct icx_rd_ncomm *cm = comm_of(p, c->comm, c->t_enter);
+            if (!cm)
+                continue;
+            double exit = c->t_exit;
+            for (size_t g = k + 1; c->group && g < p->nncalls; g++)
+                if (p->ncalls[g].api == ICX_API_ncclGroupEnd && p->ncalls[g].group == c->group &&
+                    p->ncalls[g].tid == c->tid) {
+                    exit = p->ncalls[g].t_exit;
+                    break;
+                }
+            if (n == cap) {
+                cap = cap ? 2 * cap : 256;
+                struct call *nv = realloc(v, cap * sizeof(*v));
+                if (!nv)
+                    break;
+                v = nv;
+            }
+            v[n++] = (struct call){cm->comm_id, c->seq, c->bytes, op, cm->rank, c->peer,
+                                   cm->nranks, c->t_enter + off, exit + off, p};
+        }
+    }
+    *ncalls = n;
+    return v;
+}
+
+static double pct(const double *sorted, size_t n, double q)
+{
+    return n ? sorted[(size_t)(q * (double)(n - 1) + 0.5)] : NAN;
+}
+
+struct icx_nccl *icx_nccl_compute(const struct icx_trace *t, struct icx_findings *F)
+{
+    struct icx_nccl *N = calloc(1, sizeof(*N));
+    if (!N)
+        return NULL;
+    size_t n = 0;
+    struct call *v = collect(t, &n);
+    qsort(v, n, sizeof(*v), call_cmp);
+    /* Calls and bytes per rank and op. */
+    for (size_t i = 0; i < n; i++) {
+        struct comm *c = comm_get(N, v[i].comm_id, v[i].nranks);
+        if (!c)
+            continue;
+        c->op[v[i].op].calls++;
+        c->op[v[i].op].bytes += v[i].bytes;
+    }
+    for (size_t ci = 0; ci < N->n; ci++) {
+        struct comm *c = &N->v[ci];
+        uint64_t *per = calloc((size_t)c->nranks * NOPS + 1, sizeof(uint64_t));
+        char *seen = calloc((size_t)c->nranks + 1, 1);
+        for (size_t i = 0; per && seen && i < n; i++)
+            if (v[i].comm_id == c->id && v[i].rank >= 0 && v[i].rank < c->nranks) {
+                per[(size_t)v[i].rank * NOPS + (size_t)v[i].op]++;
+                seen[v[i].rank] = 1;
+            }
+        for (int r = 0; per && seen && r < c->nranks; r++) {
+            c->traced += seen[r];
+            for (int o = 0; seen[r] && o < NOPS; o++) {
+                uint64_t x = per[(size_t)r * NOPS + (size_t)o];
+                struct opstat *s = &c->op[o];
+                s->min_calls = c->traced == 1 || x < s->min_calls ? x : s->min_calls;
+                s->max_calls = x > s->max_calls ? x : s->max_calls;
+            }
+        }
+        free(per);
+        free(seen);
+    }
+    /* Instances: runs of equal keys after the sort. */
+    for (size_t i = 0; i < n;) {
+        /* call_cmp orders by rank last: an instance is a run equal in everything but the rank. */
+        size_t j = i + 1;
+        while (j < n && v[j].comm_id == v[i].comm_id && v[j].seq == v[i].seq &&
+               (v[j].op >= 8) == (v[i].op >= 8) &&
+               (v[i].op < 8 || ((v[j].op == 8 ? v[j].rank : v[j].peer) ==
+                                    (v[i].op == 8 ? v[i].rank : v[i].peer) &&
+                                (v[j].op == 8 ? v[j].peer : v[j].rank) ==
+                                    (v[i].op == 8 ? v[i].peer : v[i].rank))))
+            j++;
+        struct comm *c = comm_get(N, v[i].comm_id, v[i].nranks);
+        size_t want = v[i].op >= 8 ? 2 : (size_t)v[i].nranks;
+        if (c && j - i == want) {
+            double first = INFINITY, last = -INFINITY, done = -INFINITY;
+            int last_rank = -1;
+            for (size_t k = i; k < j; k++) {
+                first = fmin(first, v[k].enter);
+                if (v[k].enter > last) {
+                    last = v[k].enter;
+                    last_rank = v[k].rank;
+                }
+                done = fmax(done, v[k].exit);
+            }
+            int op = v[i].op >= 8 ? 8 : v[i].op; /* a pair counts for Send */
+            push(&c->op[op].dur, &c->op[op].ndur, done - last);
+            if (v[i].op < 8 && last_rank >= 0 && last_rank < c->nranks) {
+                c->instances++;
+                struct rankstat *r = &c->ranks[last_rank];
+                r->last++;
+                for (size_t k = i; k < j; k++)
+                    r->imposed += last - v[k].enter;
+                push(&r->skews, &r->nskews, last - first);
+                c->total_skew += last - first;
+            }
+        }
+        i = j;
+    }
+    /* Time and bandwidth per op: the median instance. */
+    for (size_t ci = 0; ci < N->n; ci++) {
+        struct comm *c = &N->v[ci];
+        for (int o = 0; o < NOPS; o++) {
+            struct opstat *s = &c->op[o];
+            s->algbw = s->busbw = s->p50 = s->p99 = NAN;
+            if (!s->ndur || !s->calls)
+                continue;
+            qsort(s->dur, s->ndur, sizeof(double), dcmp);
+            s->p50 = pct(s->dur, s->ndur, 0.5);
+            s->p99 = pct(s->dur, s->ndur, 0.99);
+            double per_call = (double)s->bytes / (double)s->calls; /* one rank's buffer */
+            if (s->p50 > 0) {
+                s->algbw = per_call * size_mult(o, c->nranks) / s->p50;
+                s->busbw = s->algbw * bus_factor(o, c->nranks);
+            }
+        }
+        for (int r = 0; r < c->nranks && c->total_skew > 0; r++) {
+            struct rankstat *x = &c->ranks[r];
+            if (x->nskews < 2)
+                continue;
+            double mine = 0;
+            for (size_t k = 0; k < x->nskews; k++)
+                mine += x->skews[k];
+            qsort(x->skews, x->nskews, sizeof(double), dcmp);
+            double med = pct(x->skews, x->nskews, 0.5);
+            if (mine < 0.5 * c->total_skew || med < 5e-3)
+                continue;
+            char ev[600];
+            snprintf(ev, sizeof(ev), "rank %d arrived last at %llu of %llu collectives of "
+                     "communicator %016llx (%d ranks), %.0f%% of all their arrival skew; median "
+                     "lateness %.1f ms; the others waited %.3f s in total for it", r,
+                     (unsigned long long)x->last, (unsigned long long)c->instances,
+                     (unsigned long long)c->id, c->nranks, 100 * mine / c->total_skew, med * 1e3,
+                     x->imposed);
+            const struct icx_proc *who = NULL;
+            for (size_t k = 0; k < n && !who; k++)
+                if (v[k].comm_id == c->id && v[k].rank == r)
+                    who = v[k].p;
+            struct icx_proc none = {0};
+            none.pid = -1;
+            none.rank = r;
+            icx_finding_add(F, "straggler", who ? who : &none, ev,
+                            "look at what this rank does before its collectives (data loading, "
+                            "host work, a slower GPU or CPU placement); the others idle meanwhile");
+        }
+    }
+    free(v);
+    return N;
+}
+
+void icx_nccl_print(FILE *out, const struct icx_nccl *N)
+{
+    if (!N || !N->n)
+        return;
+    fprintf(out, "\nNCCL per communicator (times from the last rank's arrival)\n");
+    fprintf(out, "  %-16s %5s %-13s %8s %14s %10s %10s %12s\n", "communicator", "ranks", "op",
+            "calls", "bytes", "p50 ms", "p99 ms", "busbw GB/s");
+    for (size_t i = 0; i < N->n; i++) {
+        const struct comm *c = &N->v[i];
+        for (int o = 0; o < 10; o++) {
+            const struct opstat *s = &c->op[o];
+            if (!s->calls)
+                continue;
+            fprintf(out, "  %016llx %2d/%-2d %-13s %8llu %14llu %10.3f %10.3f %12.3f\n",
+                    (unsigned long long)c->id, c->traced, c->nranks, op_names[o],
+                    (unsigned long long)s->calls, (unsigned long long)s->bytes, s->p50 * 1e3,
+                    s->p99 * 1e3, s->busbw / 1e9);
+        }
+    }
+}
+
+void icx_nccl_json(struct icx_json *j, const struct icx_nccl *N)
+{
+    icx_json_arr(j, "collectives");
+    for (size_t i = 0; N && i < N->n; i++) {
+        const struct comm *c = &N->v[i];
+        char id[32];
+        snprintf(id, sizeof(id), "%016llx", (unsigned long long)c->id);
+        icx_json_obj(j, NULL);
+        icx_json_str(j, "comm_id", id);
+        icx_json_int(j, "nranks", c->nranks);
+        icx_json_int(j, "ranks_traced", c->traced);
+        icx_json_int(j, "collective_instances", (long long)c->instances);
+        icx_json_arr(j, "ops");
+        for (int o = 0; o < 10; o++) {
+            const struct opstat *s = &c->op[o];
+            if (!s->calls)
+                continue;
+            icx_json_obj(j, NULL);
+            icx_json_str(j, "op", op_names[o]);
+            icx_json_int(j, "calls", (long long)s->calls);
+            icx_json_int(j, "calls_per_rank_min", (long long)s->min_calls);
+            icx_json_int(j, "calls_per_rank_max", (long long)s->max_calls);
+            icx_json_int(j, "bytes", (long long)s->bytes);
+            icx_json_int(j, "instances_timed", (long long)s->ndur);
+            icx_json_num(j, "time_p50_s", s->p50);
+            icx_json_num(j, "time_p99_s", s->p99);
+            icx_json_num(j, "algbw_bytes_per_s", s->algbw);
+            icx_json_num(j, "busbw_bytes_per_s", s->busbw);
+            icx_json_end(j);
+        }
+        icx_json_end(j);
+        icx_json_arr(j, "last_arrivals");
+        for (int r = 0; r < c->nranks; r++)
+            if (c->ranks[r].last) {
+                icx_json_obj(j, NULL);
+                icx_json_int(j, "rank", r);
+                icx_json_int(j, "times_last", (long long)c->ranks[r].last);
+                icx_json_num(j, "wait_imposed_s", c->ranks[r].imposed);
+                icx_json_end(j);
+            }
+        icx_json_end(j);
+        icx_json_end(j);
+    }
+    icx_json_end(j);
+}
+
+void icx_nccl_free(struct icx_nccl *N)
+{
+    if (!N)
+        return;
+    for (size_t i = 0; i < N->n; i++) {
+        for (int o = 0; o < NOPS; o++)
+            free(N->v[i].op[o].dur);
+        for (int r = 0; N->v[i].ranks && r < N->v[i].nranks; r++)
+            free(N->v[i].ranks[r].skews);
+        free(N->v[i].ranks);
+    }
+    free(N->v);
+    free(N);
+}

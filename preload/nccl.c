@@ -1,0 +1,416 @@
+/* NCCL: communicators, collectives, point-to-point and groups.
+ *
+ * The real function is the library's pnccl* alias when it has one (NCCL exports them PMPI style),
+ * else the next ncclX.  NCCL calls some of its own public entry points (ncclBcast ->
+ * ncclBroadcast), and those calls land here again: the per-thread guard makes the inner one go
+ * straight through, so each user call is recorded once.
+ *
+ * Every rank must see the same communicator id and sequence numbers for the same operation: the
+ * id is a hash of the unique id (split: of the parent's id, the color and how many splits the
+ * parent has had); collectives are numbered per communicator, send and recv per (communicator,
+ * peer, direction).  Recording is host-side (enter, exit, result); the bytes are this rank's
+ * buffer as nccl-tests counts them. */
+#include <nccl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "icx.h"
+
+#define ICX_EXPORT __attribute__((visibility("default")))
+#define NCCL_LIB "libnccl.so"
+
+/* ---- communicators ---- */
+
+struct icx_ncomm {
+    ncclComm_t h;
+    uint64_t id;
+    int rank, nranks;
+    uint64_t coll_seq, splits;
+    uint64_t *p2p_seq; /* [peer * 2 + (0 send, 1 recv)] */
+};
+
+#define ICX_NCOMM_MAX 4096
+static struct icx_ncomm icx_ncomms[ICX_NCOMM_MAX];
+static unsigned icx_nncomms;
+static pthread_mutex_t icx_ncomm_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic uint32_t icx_group_ids;
+static ICX_TLS int icx_group_depth;
+static ICX_TLS uint32_t icx_group_id;
+
+static uint64_t icx_fnv(const void *p, size_t n, uint64_t h)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* Under the lock. */
+static struct icx_ncomm *icx_ncomm_find(ncclComm_t h)
+{
+    for (unsigned i = 0; i < icx_nncomms; i++)
+        if (icx_ncomms[i].h == h)
+            return &icx_ncomms[i];
+    return NULL;
+}
+
+static void icx_ncomm_add(ncclComm_t h, uint64_t id, int rank, int nranks)
+{
+    pthread_mutex_lock(&icx_ncomm_lock);
+    struct icx_ncomm *c = icx_ncomm_find(h);
+    if (!c && icx_nncomms < ICX_NCOMM_MAX)
+        c = &icx_ncomms[icx_nncomms++];
+    if (c) {
+        free(c->p2p_seq);
+        *c = (struct icx_ncomm){h, id, rank, nranks, 0, 0, NULL};
+        if (nranks > 0)
+            c->p2p_seq = calloc((size_t)nranks * 2, sizeof(uint64_t));
+    }
+    pthread_mutex_unlock(&icx_ncomm_lock);
+}
+
+static void icx_ncomm_forget(ncclComm_t h)
+{
+    pthread_mutex_lock(&icx_ncomm_lock);
+    struct icx_ncomm *c = icx_ncomm_find(h);
+    if (c) {
+        free(c->p2p_seq);
+        *c = icx_ncomms[--icx_nncomms];
+        memset(&icx_ncomms[icx_nncomms], 0, sizeof(icx_ncomms[0]));
+    }
+    pthread_mutex_unlock(&icx_ncomm_lock);
+}
+
+static void icx_rec_comm(enum icx_api api, uint64_t t0, ncclComm_t h, uint64_t id, uint64_t parent,
+                         int rank, int nranks, int device, int color, int key, ncclResult_t rc)
+{
+    struct icx_slot slot;
+    struct icx_rec_nccl_comm *r = icx_reserve(sizeof(*r), &slot);
+    if (!r)
+        return;
+    memset(r, 0, sizeof(*r));
+    r->e.h.type = ICX_REC_NCCL_COMM;
+    r->e.h.size = sizeof(*r);
+    r->e.h.aux = api;
+    r->e.ts = (int64_t)t0;
+    r->e.dur = icx_ticks() - t0;
+    r->comm = (uintptr_t)h;
+    r->comm_id = id;
+    r->parent_id = parent;
+    r->rank = rank;
+    r->nranks = nranks;
+    r->device = device;
+    r->result = rc;
+    r->color = color;
+    r->key = key;
+    icx_commit(&slot);
+}
+
+/* ---- the real functions: pnccl* first ---- */
+
+struct icx_nsym {
+    struct icx_sym p, plain;
+    _Atomic(void *) fn;
+};
+#define ICX_NCCL_DECL(name, params)                                                                \
+    typedef ncclResult_t(*icx_real_##name##_t) params;                                             \
+    static struct icx_nsym icx_nsym_##name = {                                                     \
+        {"p" #name, NCCL_LIB, NULL, NULL}, {#name, NCCL_LIB, NULL, NULL}, NULL}
+#define ICX_NCCL_REAL(name) ((icx_real_##name##_t)icx_nccl_real(&icx_nsym_##name))
+
+static void *icx_nccl_real(struct icx_nsym *s)
+{
+    void *f = atomic_load_explicit(&s->fn, memory_order_acquire);
+    if (ICX_LIKELY(f != NULL))
+        return f;
+    f = icx_resolve(&s->p);
+    if (!f)
+        f = icx_resolve(&s->plain);
+    if (f)
+        atomic_store_explicit(&s->fn, f, memory_order_release);
+    return f;
+}
+
+ICX_NCCL_DECL(ncclCommCuDevice, (const ncclComm_t, int *));
+ICX_NCCL_DECL(ncclCommCount, (const ncclComm_t, int *));
+ICX_NCCL_DECL(ncclCommUserRank, (const ncclComm_t, int *));
+
+static int icx_comm_device(ncclComm_t h)
+{
+    icx_real_ncclCommCuDevice_t f = ICX_NCCL_REAL(ncclCommCuDevice);
+    int d = -1;
+    if (!f || !h || f(h, &d) != ncclSuccess)
+        return -1;
+    return d;
+}
+
+/* ---- calls ---- */
+
+static size_t icx_nccl_dtsize(ncclDataType_t t)
+{
+    switch (t) {
+    case ncclInt8: case ncclUint8: return 1;
+    case ncclFloat16: case ncclBfloat16: return 2;
+    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
+    case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
+    default: return 1; /* fp8 formats */
+    }
+}
+
+static void icx_rec_call(enum icx_api api, uint64_t t0, ncclComm_t h, size_t count, int dt,
+                         int redop, int peer, int p2p_dir, cudaStream_t st, ncclResult_t rc)
+{
+    uint64_t seq = 0;
+    pthread_mutex_lock(&icx_ncomm_lock);
+    struct icx_ncomm *c = icx_ncomm_find(h);
+    if (c) {
+        if (p2p_dir < 0)
+            seq = ++c->coll_seq;
+        else if (c->p2p_seq && peer >= 0 && peer < c->nranks)
+            seq = ++c->p2p_seq[peer * 2 + p2p_dir];
+    }
+    pthread_mutex_unlock(&icx_ncomm_lock);
+    struct icx_slot slot;
+    struct icx_rec_nccl_call *r = icx_reserve(sizeof(*r), &slot);
+    if (!r)
+        return;
+    memset(r, 0, sizeof(*r));
+    r->e.h.type = ICX_REC_NCCL_CALL;
+    r->e.h.size = sizeof(*r);
+    r->e.h.aux = api;
+    r->e.ts = (int64_t)t0;
+    r->e.dur = icx_ticks() - t0;
+    r->comm = (uintptr_t)h;
+    r->count = count;
+    r->bytes = dt >= 0 ? count * icx_nccl_dtsize((ncclDataType_t)dt) : 0;
+    r->stream = (uintptr_t)st;
+    r->seq = seq;
+    r->peer = peer;
+    r->dtype = (uint8_t)(dt < 0 ? 0xff : dt);
+    r->redop = (uint8_t)(redop < 0 ? 0xff : redop);
+    r->group = icx_group_depth ? icx_group_id : 0;
+    r->result = rc;
+    icx_commit(&slot);
+}
+
+/* A wrapper around one collective / p2p call. */
+#define ICX_NCCL_CALL(name, params, args, comm, count, dt, redop, peer, dir, stream)                \
+    ICX_NCCL_DECL(name, params);                                                                   \
+    ICX_EXPORT ncclResult_t name params                                                            \
+    {                                                                                              \
+        icx_real_##name##_t real = ICX_NCCL_REAL(name);                                            \
+        if (!real)                                                                                 \
+            return ncclSystemError;                                                                \
+        if (!icx_hooks_on())                                                                       \
+            return real args;                                                                      \
+        struct icx_call c;                                                                         \
+        icx_call_enter(&c);                                                                        \
+        ncclResult_t rc = real args;                                                               \
+        icx_call_returned(&c);                                                                     \
+        icx_rec_call(ICX_API_##name, c.t0, comm, count, (int)(dt), (int)(redop), peer, dir,        \
+                     stream, rc);                                                                  \
+        icx_call_exit(&c);                                                                         \
+        return rc;                                                                                 \
+    }
+
+ICX_NCCL_CALL(ncclAllReduce, (const void *sb, void *rb, size_t n, ncclDataType_t t, ncclRedOp_t op,
+                              ncclComm_t cm, cudaStream_t s),
+              (sb, rb, n, t, op, cm, s), cm, n, t, op, -1, -1, s)
+ICX_NCCL_CALL(ncclBroadcast, (const void *sb, void *rb, size_t n, ncclDataType_t t, int root,
+                              ncclComm_t cm, cudaStream_t s),
+              (sb, rb, n, t, root, cm, s), cm, n, t, -1, root, -1, s)
+ICX_NCCL_CALL(ncclBcast, (void *b, size_t n, ncclDataType_t t, int root, ncclComm_t cm,
+                          cudaStream_t s),
+              (b, n, t, root, cm, s), cm, n, t, -1, root, -1, s)
+ICX_NCCL_CALL(ncclReduce, (const void *sb, void *rb, size_t n, ncclDataType_t t, ncclRedOp_t op,
+                           int root, ncclComm_t cm, cudaStream_t s),
+              (sb, rb, n, t, op, root, cm, s), cm, n, t, op, root, -1, s)
+ICX_NCCL_CALL(ncclAllGather, (const void *sb, void *rb, size_t n, ncclDataType_t t, ncclComm_t cm,
+                              cudaStream_t s),
+              (sb, rb, n, t, cm, s), cm, n, t, -1, -1, -1, s)
+ICX_NCCL_CALL(ncclReduceScatter, (const void *sb, void *rb, size_t n, ncclDataType_t t,
+                                  ncclRedOp_t op, ncclComm_t cm, cudaStream_t s),
+              (sb, rb, n, t, op, cm, s), cm, n, t, op, -1, -1, s)
+ICX_NCCL_CALL(ncclAlltoAll, (const void *sb, void *rb, size_t n, ncclDataType_t t, ncclComm_t cm,
+                             cudaStream_t s),
+              (sb, rb, n, t, cm, s), cm, n, t, -1, -1, -1, s)
+ICX_NCCL_CALL(ncclGather, (const void *sb, void *rb, size_t n, ncclDataType_t t, int root,
+                           ncclComm_t cm, cudaStream_t s),
+              (sb, rb, n, t, root, cm, s), cm, n, t, -1, root, -1, s)
+ICX_NCCL_CALL(ncclScatter, (const void *sb, void *rb, size_t n, ncclDataType_t t, int root,
+                            ncclComm_t cm, cudaStream_t s),
+              (sb, rb, n, t, root, cm, s), cm, n, t, -1, root, -1, s)
+ICX_NCCL_CALL(ncclSend, (const void *sb, size_t n, ncclDataType_t t, int peer, ncclComm_t cm,
+                         cudaStream_t s),
+              (sb, n, t, peer, cm, s), cm, n, t, -1, peer, 0, s)
+ICX_NCCL_CALL(ncclRecv, (void *rb, size_t n, ncclDataType_t t, int peer, ncclComm_t cm,
+                         cudaStream_t s),
+              (rb, n, t, peer, cm, s), cm, n, t, -1, peer, 1, s)
+
+/* ---- groups ---- */
+
+ICX_NCCL_DECL(ncclGroupStart, (void));
+ICX_NCCL_DECL(ncclGroupEnd, (void));
+ncclResult_t ncclGroupStart(void); /* nccl.h declares them without a prototype */
+ncclResult_t ncclGroupEnd(void);
+
+ICX_EXPORT ncclResult_t ncclGroupStart(void)
+{
+    icx_real_ncclGroupStart_t real = ICX_NCCL_REAL(ncclGroupStart);
+    if (!real)
+        return ncclSystemError;
+    ncclResult_t rc = real();
+    if (rc == ncclSuccess && !icx_self.guard && icx_group_depth++ == 0)
+        icx_group_id = atomic_fetch_add_explicit(&icx_group_ids, 1, memory_order_relaxed) + 1;
+    return rc;
+}
+
+ICX_EXPORT ncclResult_t ncclGroupEnd(void)
+{
+    icx_real_ncclGroupEnd_t real = ICX_NCCL_REAL(ncclGroupEnd);
+    if (!real)
+        return ncclSystemError;
+    if (!icx_hooks_on() || icx_group_depth == 0)
+        return real();
+    struct icx_call c;
+    icx_call_enter(&c);
+    ncclResult_t rc = real();
+    icx_call_returned(&c);
+    if (icx_group_depth == 1) /* the outermost end launches the group */
+        icx_rec_call(ICX_API_ncclGroupEnd, c.t0, NULL, 0, -1, -1, -1, -1, NULL, rc);
+    icx_group_depth--;
+    icx_call_exit(&c);
+    return rc;
+}
+
+/* ---- communicator lifecycle ---- */
+
+ICX_NCCL_DECL(ncclCommInitRank, (ncclComm_t *, int, ncclUniqueId, int));
+ICX_NCCL_DECL(ncclCommInitRankConfig, (ncclComm_t *, int, ncclUniqueId, int, ncclConfig_t *));
+ICX_NCCL_DECL(ncclCommSplit, (ncclComm_t, int, int, ncclComm_t *, ncclConfig_t *));
+ICX_NCCL_DECL(ncclCommDestroy, (ncclComm_t));
+ICX_NCCL_DECL(ncclCommAbort, (ncclComm_t));
+ICX_NCCL_DECL(ncclCommFinalize, (ncclComm_t));
+
+static void icx_comm_created(enum icx_api api, uint64_t t0, ncclComm_t *out, uint64_t id,
+                             uint64_t parent, int rank, int nranks, int color, int key,
+                             ncclResult_t rc)
+{
+    /* ncclInProgress: a non-blocking communicator, usable once ncclCommGetAsyncError says so;
+     * its handle is valid already. */
+    ncclComm_t h = (rc == ncclSuccess || rc == ncclInProgress) && out ? *out : NULL;
+    if (h)
+        icx_ncomm_add(h, id, rank, nranks);
+    icx_rec_comm(api, t0, h, id, parent, rank, nranks, rc == ncclSuccess ? icx_comm_device(h) : -1,
+                 color, key, rc);
+}
+
+static ncclResult_t icx_init_rank(enum icx_api api, ncclComm_t *comm, int nranks,
+                                  ncclUniqueId uid, int rank, ncclConfig_t *config, int with_config)
+{
+    icx_real_ncclCommInitRank_t plain = ICX_NCCL_REAL(ncclCommInitRank);
+    icx_real_ncclCommInitRankConfig_t cfg = ICX_NCCL_REAL(ncclCommInitRankConfig);
+    if (with_config ? !cfg : !plain)
+        return ncclSystemError;
+#define ICX_INIT() (with_config ? cfg(comm, nranks, uid, rank, config) : plain(comm, nranks, uid, rank))
+    if (!icx_hooks_on())
+        return ICX_INIT();
+    struct icx_call c;
+    icx_call_enter(&c);
+    ncclResult_t rc = ICX_INIT();
+#undef ICX_INIT
+    icx_call_returned(&c);
+    icx_comm_created(api, c.t0, comm, icx_fnv(&uid, sizeof(uid), 0xcbf29ce484222325ull), 0, rank,
+                     nranks, 0, 0, rc);
+    icx_call_exit(&c);
+    return rc;
+}
+
+ICX_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId uid, int rank)
+{
+    return icx_init_rank(ICX_API_ncclCommInitRank, comm, nranks, uid, rank, NULL, 0);
+}
+
+ICX_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId uid,
+                                               int rank, ncclConfig_t *config)
+{
+    return icx_init_rank(ICX_API_ncclCommInitRankConfig, comm, nranks, uid, rank, config, 1);
+}
+
+ICX_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
+                                      ncclConfig_t *config)
+{
+    icx_real_ncclCommSplit_t real = ICX_NCCL_REAL(ncclCommSplit);
+    if (!real)
+        return ncclSystemError;
+    if (!icx_hooks_on())
+        return real(comm, color, key, newcomm, config);
+    struct icx_call c;
+    icx_call_enter(&c);
+    ncclResult_t rc = real(comm, color, key, newcomm, config);
+    icx_call_returned(&c);
+    /* Every rank of the parent splits in the same order: (parent id, split count, color) names
+     * the child on all of them. */
+    uint64_t parent = 0, n = 0;
+    pthread_mutex_lock(&icx_ncomm_lock);
+    struct icx_ncomm *p = icx_ncomm_find(comm);
+    if (p) {
+        parent = p->id;
+        n = ++p->splits;
+    }
+    pthread_mutex_unlock(&icx_ncomm_lock);
+    uint64_t id = icx_fnv(&n, sizeof(n), icx_fnv(&color, sizeof(color), parent ^ 0x5157));
+    int rank = -1, nranks = -1;
+    if (rc == ncclSuccess && newcomm && *newcomm) {
+        icx_real_ncclCommCount_t fc = ICX_NCCL_REAL(ncclCommCount);
+        icx_real_ncclCommUserRank_t fu = ICX_NCCL_REAL(ncclCommUserRank);
+        if (fc)
+            fc(*newcomm, &nranks);
+        if (fu)
+            fu(*newcomm, &rank);
+    }
+    icx_comm_created(ICX_API_ncclCommSplit, c.t0, newcomm, id, parent, rank, nranks, color, key, rc);
+    icx_call_exit(&c);
+    return rc;
+}
+
+static ncclResult_t icx_comm_end(enum icx_api api, ncclResult_t (*real)(ncclComm_t), ncclComm_t h)
+{
+    if (!real)
+        return ncclSystemError;
+    if (!icx_hooks_on())
+        return real(h);
+    struct icx_call c;
+    icx_call_enter(&c);
+    uint64_t id = 0;
+    int rank = -1, nranks = -1;
+    pthread_mutex_lock(&icx_ncomm_lock);
+    struct icx_ncomm *p = icx_ncomm_find(h);
+    if (p) {
+        id = p->id;
+        rank = p->rank;
+        nranks = p->nranks;
+    }
+    pthread_mutex_unlock(&icx_ncomm_lock);
+    ncclResult_t rc = real(h);
+    icx_call_returned(&c);
+    if (api != ICX_API_ncclCommFinalize)
+        icx_ncomm_forget(h);
+    icx_rec_comm(api, c.t0, h, id, 0, rank, nranks, -1, 0, 0, rc);
+    icx_call_exit(&c);
+    return rc;
+}
+
+ICX_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t h)
+{
+    return icx_comm_end(ICX_API_ncclCommDestroy, ICX_NCCL_REAL(ncclCommDestroy), h);
+}
+ICX_EXPORT ncclResult_t ncclCommAbort(ncclComm_t h)
+{
+    return icx_comm_end(ICX_API_ncclCommAbort, ICX_NCCL_REAL(ncclCommAbort), h);
+}
+ICX_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t h)
+{
+    return icx_comm_end(ICX_API_ncclCommFinalize, ICX_NCCL_REAL(ncclCommFinalize), h);
+}

@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""NCCL tests on the simulated cluster: 16 ranks over 2 simulated nodes run tests/nccl/ddp_loop
+(all-reduce, ring send/recv in a group, ncclBcast, all-gather on a split node communicator,
+reduce-scatter) through the simulated libnccl, under the tracer.  The analyzer's calls and bytes
+per communicator and op must equal the ranks' ground truth, bus bandwidth must be within 5 % of the
+link model, results must be right with and without the tracer, and an injected slow rank must be
+the one straggler named.
+
+Usage: run_nccl.py BUILD_DIR [TEST_NAME...]   Prints PASS/FAIL/SKIP lines and 'N passed, N failed'.
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+import run_e2e as base
+from run_e2e import BUILD, ROOT, Skip, check
+
+STEPS, COUNT = 6, 65536  # 256 KiB of floats per all-reduce
+NIC_GBPS, NVLINK_GBPS = 0.02, 0.0001  # slow links: the modelled time dwarfs host overheads
+
+
+def slow_topology(tmp):
+    path = os.path.join(tmp, "slow.topo")
+    with open(base.TOPO) as f, open(path, "w") as out:
+        for line in f:
+            if line.startswith("nic "):
+                line = line.replace(" rate 400 ", " rate %g " % NIC_GBPS)
+            line = line.replace("nvlink_gbps 25", "nvlink_gbps %g" % NVLINK_GBPS)
+            line = line.replace("latency_us 2", "latency_us 0")
+            out.write(line)
+    return path
+
+
+def job(tmp, trace=True, **env_extra):
+    """Run ddp_loop over 2 x 8 simulated ranks; (analysis or None, truth {rank: {(comm, op): (calls,
+    bytes)}})."""
+    if os.geteuid() != 0:
+        raise Skip("simulated nodes need their own hostnames (unshare --uts as root)")
+    oob = os.path.join(tmp, "oob")
+    os.makedirs(oob)
+    env = base.env_for(tmp)
+    env["LD_PRELOAD"] = env["LD_PRELOAD"].replace(base.LIB, "").strip(":")
+    for k in ("LD_LIBRARY_PATH", "ICX_OUTPUT", "ICXSIM_TOPOLOGY"):
+        env.pop(k, None)
+    env.update({k: str(v) for k, v in env_extra.items()})
+    cmd = [os.path.join(BUILD, "bin", "icx-sim"), "--out", tmp, "--topology", slow_topology(tmp)]
+    if not trace:
+        cmd.append("--no-trace")
+    cmd += ["--", os.path.join(BUILD, "tests", "nccl", "ddp_loop"), oob, str(STEPS), str(COUNT)]
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    check(p.returncode == 0, "job failed (%d): %s %s" % (p.returncode, p.stdout[-1500:], p.stderr[-1500:]))
+    check(p.stdout.count("results correct") == 16, "results: %s" % p.stdout)
+    truth = {}
+    for f in os.listdir(oob):
+        if f.startswith("truth-"):
+            truth[int(f[6:])] = {(l.split()[0], l.split()[1]): (int(l.split()[2]), int(l.split()[3]))
+                                 for l in open(os.path.join(oob, f))}
+    check(len(truth) == 16, "%d truth files" % len(truth))
+    doc = base.analyze([os.path.join(tmp, "traces")])[0] if trace else None
+    return doc, truth
+
+
+def by_comm(doc):
+    """{'world'|'node': [comm entries]} by size."""
+    out = {"world": [], "node": []}
+    for c in doc["collectives"]:
+        out["world" if c["nranks"] == 16 else "node"].append(c)
+    return out
+
+
+def test_nccl_results_untraced():
+    """The simulated NCCL computes every collective right without the tracer too."""
+    with tempfile.TemporaryDirectory() as tmp:
+        job(tmp, trace=False)
+
+
+def test_nccl_exact_and_busbw():
+    """Calls and bytes per communicator and op equal the ranks' truth; bus bandwidth within 5 % of
+    the link model (the NICs' rate across nodes, NVSwitch inside one); no findings."""
+    with tempfile.TemporaryDirectory() as tmp:
+        doc, truth = job(tmp)
+        comms = by_comm(doc)
+        check(len(comms["world"]) == 1 and len(comms["node"]) == 2,
+              "communicators: %s" % [(c["comm_id"], c["nranks"]) for c in doc["collectives"]])
+        for kind, cs in comms.items():
+            for c in cs:
+                check(c["ranks_traced"] == c["nranks"], "%s ranks traced %d" % (c["comm_id"], c["ranks_traced"]))
+                ops = {o["op"]: o for o in c["ops"]}
+                want = {}
+                for r, t in truth.items():
+                    for (k, op), (calls, nbytes) in t.items():
+                        if k == kind:
+                            w = want.setdefault(op, [0, 0])
+                            w[0] += calls
+                            w[1] += nbytes
+                if kind == "node":  # each node communicator has half of the ranks
+                    want = {op: [v[0] // 2, v[1] // 2] for op, v in want.items()}
+                got = {op: [o["calls"], o["bytes"]] for op, o in ops.items()}
+                check(got == want, "%s %s: %s, truth %s" % (kind, c["comm_id"], got, want))
+                for op, o in ops.items():
+                    check(o["calls_per_rank_min"] == o["calls_per_rank_max"] == STEPS,
+                          "%s calls per rank %s" % (op, o))
+                rate = (NIC_GBPS if kind == "world" else 18 * NVLINK_GBPS * 8) * 1e9 / 8
+                for op in ("AllReduce", "ReduceScatter", "Broadcast", "AllGather"):
+                    if op in ops:
+                        bw = ops[op]["busbw_bytes_per_s"]
+                        check(abs(bw - rate) <= 0.05 * rate, "%s %s busbw %.4g B/s, model %.4g"
+                              % (kind, op, bw, rate))
+        check(doc["findings"] == [], "findings on a clean run: %s" % doc["findings"])
+
+
+def test_nccl_straggler():
+    """Rank 5 computes 300 ms longer before each step: it is the one straggler named, with its
+    arrivals as evidence."""
+    with tempfile.TemporaryDirectory() as tmp:
+        doc, _ = job(tmp, DDP_SLOW_RANK=5, DDP_SLOW_US=300000)
+        s = [f for f in doc["findings"] if f["kind"] == "straggler"]
+        check(len(s) == 1 and s[0]["ranks"] == [5] and "arrived last" in s[0]["evidence"],
+              "straggler findings %s" % doc["findings"])
+
+
+if __name__ == "__main__":
+    sys.exit(base.main(globals(), "nccl"))
