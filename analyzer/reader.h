@@ -153,6 +153,7 @@ struct icx_rd_ncall {
     uint32_t tid, group;
     uint64_t comm, count, bytes, stream, seq;
     int peer, result;
+    int pending; /* the entry record: the call may never have returned */
     uint8_t dtype, redop;
     int64_t ts, dur;        /* ticks while reading */
     double t_enter, t_exit; /* monotonic s */

@@ -18,6 +18,7 @@ void icx_read_nccl(struct icx_proc *p, const struct icx_rec *r, size_t size, int
         struct icx_rd_ncall *c = &p->ncalls[p->nncalls++];
         memset(c, 0, sizeof(*c));
         c->api = r->aux & 0xffff;
+        c->pending = ((r->aux >> ICX_EVF_SHIFT) & ICX_EVF_PENDING) != 0;
         c->tid = tid;
         c->group = x->group;
         c->comm = x->comm;

@@ -12,7 +12,12 @@
  * Stragglers: all-reduce equalizes durations, so arrivals are compared, not durations.  Per
  * instance the skew is last arrival - first.  A rank is named when the instances it arrived last
  * at hold at least half of a communicator's total skew (it is why the others waited), there are at
- * least two of them, and their median skew is at least 5 ms (below that, scheduling noise). */
+ * least two of them, and their median skew is at least 5 ms (below that, scheduling noise).
+ *
+ * Hangs and post-mortems: every call is written on entry too, so a call that never returned is in
+ * the trace.  For each communicator, the ranks still inside a collective when their traces end
+ * wait in that collective instance; the ranks of the communicator that never entered it are the
+ * ones they wait for, named with their last recorded NCCL call and how their trace ended. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,8 +78,16 @@ struct rankstat {
     size_t nskews;
 };
 
+struct stuck {
+    int op, nwaiting, nmissing;
+    uint64_t seq;
+    double since; /* wall s of the first waiter's entry */
+    int *waiting, *missing;
+};
+
 struct comm {
     uint64_t id;
+    struct stuck stuck; /* nwaiting 0: none */
     int nranks, traced;
     struct opstat op[NOPS];
     uint64_t instances;
@@ -173,7 +186,7 @@ static struct call *collect(const struct icx_trace *t, size_t *ncalls)
         for (size_t k = 0; k < p->nncalls; k++) {
             const struct icx_rd_ncall *c = &p->ncalls[k];
             int op = op_of(c->api);
-            if (op >= 10 || c->result != 0)
+            if (op >= 10 || c->result != 0 || c->pending)
                 continue;
             const struct icx_rd_ncomm *cm = comm_of(p, c->comm, c->t_enter);
             if (!cm)
@@ -181,7 +194,7 @@ static struct call *collect(const struct icx_trace *t, size_t *ncalls)
             double exit = c->t_exit;
             for (size_t g = k + 1; c->group && g < p->nncalls; g++)
                 if (p->ncalls[g].api == ICX_API_ncclGroupEnd && p->ncalls[g].group == c->group &&
-                    p->ncalls[g].tid == c->tid) {
+                    p->ncalls[g].tid == c->tid && !p->ncalls[g].pending) {
                     exit = p->ncalls[g].t_exit;
                     break;
                 }
@@ -203,6 +216,143 @@ static struct call *collect(const struct icx_trace *t, size_t *ncalls)
 static double pct(const double *sorted, size_t n, double q)
 {
     return n ? sorted[(size_t)(q * (double)(n - 1) + 0.5)] : NAN;
+}
+
+/* The NCCL call process p was inside when its trace ended, per thread: a pending (entry) record
+ * with no return record after it on that thread.  Returns how many, filling out[] (indices). */
+static size_t in_flight(const struct icx_proc *p, size_t *out, size_t max)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < p->nncalls; i++) {
+        const struct icx_rd_ncall *c = &p->ncalls[i];
+        if (!c->pending)
+            continue;
+        int returned = 0;
+        for (size_t k = i + 1; k < p->nncalls && !returned; k++) {
+            const struct icx_rd_ncall *x = &p->ncalls[k];
+            if (x->tid != c->tid)
+                continue;
+            returned = !x->pending && x->api == c->api && x->seq == c->seq;
+            if (x->pending) /* the thread entered another call: this one had returned */
+                returned = 1;
+        }
+        if (!returned && n < max)
+            out[n++] = i;
+    }
+    return n;
+}
+
+static const char *end_of(const struct icx_proc *p, char *buf, size_t len)
+{
+    if (!p->ended)
+        snprintf(buf, len, "its trace stops there (the process was killed without a flush)");
+    else if (p->exit_status > 128)
+        snprintf(buf, len, "it was ended by signal %d", p->exit_status - 128);
+    else
+        snprintf(buf, len, "it exited with status %d", p->exit_status);
+    return buf;
+}
+
+static void hangs(const struct icx_trace *t, struct icx_nccl *N, struct icx_findings *F)
+{
+    double t0 = INFINITY;
+    for (size_t i = 0; i < t->nprocs; i++)
+        if (t->procs[i]->nclocks)
+            t0 = fmin(t0, (double)t->procs[i]->clocks[0].real_ns / 1e9);
+    for (size_t ci = 0; ci < N->n; ci++) {
+        struct comm *c = &N->v[ci];
+        struct stuck *s = &c->stuck;
+        /* who is inside which collective of this communicator */
+        for (size_t i = 0; i < t->nprocs; i++) {
+            const struct icx_proc *p = t->procs[i];
+            size_t fl[16], nf = in_flight(p, fl, 16);
+            for (size_t k = 0; k < nf; k++) {
+                const struct icx_rd_ncall *x = &p->ncalls[fl[k]];
+                const struct icx_rd_ncomm *cm = comm_of(p, x->comm, x->t_enter);
+                int op = op_of(x->api);
+                if (!cm || cm->comm_id != c->id || op >= 8)
+                    continue;
+                if (!s->nwaiting || x->seq < s->seq) { /* the earliest collective anyone waits in */
+                    free(s->waiting);
+                    s->waiting = NULL;
+                    s->nwaiting = 0;
+                    s->seq = x->seq;
+                    s->op = op;
+                    s->since = INFINITY;
+                }
+                if (x->seq != s->seq)
+                    continue;
+                int *w = realloc(s->waiting, (size_t)(s->nwaiting + 1) * sizeof(int));
+                if (!w)
+                    continue;
+                s->waiting = w;
+                s->waiting[s->nwaiting++] = cm->rank;
+                s->since = fmin(s->since, x->t_enter + wall_offset(p) - t0);
+            }
+        }
+        if (!s->nwaiting)
+            continue;
+        /* who never got there: traced ranks whose last collective on it is before seq */
+        char who[1000] = "", ev[1400], end[128];
+        int len = 0;
+        for (size_t i = 0; i < t->nprocs; i++) {
+            const struct icx_proc *p = t->procs[i];
+            int rank = -1;
+            uint64_t last_seq = 0;
+            int last_op = 11;
+            const struct icx_rd_ncall *last = NULL;
+            for (size_t k = 0; k < p->nncalls; k++) {
+                const struct icx_rd_ncall *x = &p->ncalls[k];
+                const struct icx_rd_ncomm *cm = comm_of(p, x->comm, x->t_enter);
+                if (!cm || cm->comm_id != c->id)
+                    continue;
+                rank = cm->rank;
+                if (op_of(x->api) < 8 && x->seq > last_seq) {
+                    last_seq = x->seq;
+                    last_op = op_of(x->api);
+                }
+                last = x;
+            }
+            if (rank < 0 || last_seq >= s->seq)
+                continue;
+            int *m = realloc(s->missing, (size_t)(s->nmissing + 1) * sizeof(int));
+            if (!m)
+                continue;
+            s->missing = m;
+            s->missing[s->nmissing++] = rank;
+            const struct icx_rd_ncall *any = p->nncalls ? &p->ncalls[p->nncalls - 1] : last;
+            if (len < (int)sizeof(who) - 200)
+                len += snprintf(who + len, sizeof(who) - (size_t)len,
+                                "%srank %d (%s pid %d) reached %s #%llu last; its last NCCL call "
+                                "was %s at %.3f s; %s", s->nmissing > 1 ? "; " : "", rank,
+                                p->host ? p->host : "?", p->pid, op_names[last_op],
+                                (unsigned long long)last_seq,
+                                any ? op_names[op_of(any->api)] : "none",
+                                any ? any->t_enter + wall_offset(p) - t0 : 0.0,
+                                end_of(p, end, sizeof(end)));
+        }
+        snprintf(ev, sizeof(ev), "%d of %d ranks wait in %s #%llu of communicator %016llx since "
+                 "%.3f s into the job; %s", s->nwaiting, c->nranks, op_names[s->op],
+                 (unsigned long long)s->seq, (unsigned long long)c->id, s->since,
+                 s->nmissing ? who : "every traced rank entered it (an untraced rank or the "
+                                     "network is missing)");
+        /* one finding per missing rank (its host and pid), or one for the communicator */
+        for (int m = 0; m < s->nmissing || (m == 0 && !s->nmissing); m++) {
+            const struct icx_proc *p = NULL;
+            for (size_t i = 0; s->nmissing && i < t->nprocs && !p; i++)
+                for (size_t k = 0; k < t->procs[i]->nncomms && !p; k++)
+                    if (t->procs[i]->ncomms[k].comm_id == c->id &&
+                        t->procs[i]->ncomms[k].rank == s->missing[m])
+                        p = t->procs[i];
+            struct icx_proc none = {0};
+            none.pid = -1;
+            none.rank = s->nmissing ? s->missing[m] : -1;
+            icx_finding_add(F, "hang", p ? p : &none, ev,
+                            "find what the named rank is doing instead (py-spy or gdb on it: a "
+                            "dead-locked data loader, an exception swallowed on that rank, a "
+                            "collective issued in a different order); the others cannot proceed");
+        }
+    }
 }
 
 struct icx_nccl *icx_nccl_compute(const struct icx_trace *t, struct icx_findings *F)
@@ -328,6 +478,7 @@ struct icx_nccl *icx_nccl_compute(const struct icx_trace *t, struct icx_findings
         }
     }
     free(v);
+    hangs(t, N, F);
     return N;
 }
 
@@ -383,6 +534,24 @@ void icx_nccl_json(struct icx_json *j, const struct icx_nccl *N)
             icx_json_end(j);
         }
         icx_json_end(j);
+        const struct stuck *st = &c->stuck;
+        if (st->nwaiting) {
+            icx_json_obj(j, "stuck");
+            icx_json_str(j, "op", op_names[st->op]);
+            icx_json_int(j, "seq", (long long)st->seq);
+            icx_json_num(j, "since_s", st->since);
+            icx_json_arr(j, "waiting_ranks");
+            for (int k = 0; k < st->nwaiting; k++)
+                icx_json_int(j, NULL, st->waiting[k]);
+            icx_json_end(j);
+            icx_json_arr(j, "missing_ranks");
+            for (int k = 0; k < st->nmissing; k++)
+                icx_json_int(j, NULL, st->missing[k]);
+            icx_json_end(j);
+            icx_json_end(j);
+        } else {
+            icx_json_null(j, "stuck");
+        }
         icx_json_arr(j, "last_arrivals");
         for (int r = 0; r < c->nranks; r++)
             if (c->ranks[r].last) {
@@ -407,6 +576,8 @@ void icx_nccl_free(struct icx_nccl *N)
             free(N->v[i].op[o].dur);
         for (int r = 0; N->v[i].ranks && r < N->v[i].nranks; r++)
             free(N->v[i].ranks[r].skews);
+        free(N->v[i].stuck.waiting);
+        free(N->v[i].stuck.missing);
         free(N->v[i].ranks);
     }
     free(N->v);

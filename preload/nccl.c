@@ -158,8 +158,8 @@ static size_t icx_nccl_dtsize(ncclDataType_t t)
     }
 }
 
-static void icx_rec_call(enum icx_api api, uint64_t t0, ncclComm_t h, size_t count, int dt,
-                         int redop, int peer, int p2p_dir, cudaStream_t st, ncclResult_t rc)
+/* The sequence number of a call about to be issued on communicator h. */
+static uint64_t icx_next_seq(ncclComm_t h, int peer, int p2p_dir)
 {
     uint64_t seq = 0;
     pthread_mutex_lock(&icx_ncomm_lock);
@@ -171,6 +171,14 @@ static void icx_rec_call(enum icx_api api, uint64_t t0, ncclComm_t h, size_t cou
             seq = ++c->p2p_seq[peer * 2 + p2p_dir];
     }
     pthread_mutex_unlock(&icx_ncomm_lock);
+    return seq;
+}
+
+/* pending: written on entry (ICX_EVF_PENDING, no result yet); else on return. */
+static void icx_rec_call(enum icx_api api, uint64_t t0, int pending, ncclComm_t h, size_t count,
+                         int dt, int redop, int peer, uint64_t seq, cudaStream_t st,
+                         ncclResult_t rc)
+{
     struct icx_slot slot;
     struct icx_rec_nccl_call *r = icx_reserve(sizeof(*r), &slot);
     if (!r)
@@ -178,9 +186,9 @@ static void icx_rec_call(enum icx_api api, uint64_t t0, ncclComm_t h, size_t cou
     memset(r, 0, sizeof(*r));
     r->e.h.type = ICX_REC_NCCL_CALL;
     r->e.h.size = sizeof(*r);
-    r->e.h.aux = api;
+    r->e.h.aux = api | (pending ? ICX_EVF_PENDING << ICX_EVF_SHIFT : 0);
     r->e.ts = (int64_t)t0;
-    r->e.dur = icx_ticks() - t0;
+    r->e.dur = pending ? 0 : icx_ticks() - t0;
     r->comm = (uintptr_t)h;
     r->count = count;
     r->bytes = dt >= 0 ? count * icx_nccl_dtsize((ncclDataType_t)dt) : 0;
@@ -190,7 +198,7 @@ static void icx_rec_call(enum icx_api api, uint64_t t0, ncclComm_t h, size_t cou
     r->dtype = (uint8_t)(dt < 0 ? 0xff : dt);
     r->redop = (uint8_t)(redop < 0 ? 0xff : redop);
     r->group = icx_group_depth ? icx_group_id : 0;
-    r->result = rc;
+    r->result = pending ? 0 : rc;
     icx_commit(&slot);
 }
 
@@ -206,9 +214,12 @@ static void icx_rec_call(enum icx_api api, uint64_t t0, ncclComm_t h, size_t cou
             return real args;                                                                      \
         struct icx_call c;                                                                         \
         icx_call_enter(&c);                                                                        \
+        uint64_t seq = icx_next_seq(comm, peer, dir);                                              \
+        icx_rec_call(ICX_API_##name, c.t0, 1, comm, count, (int)(dt), (int)(redop), peer, seq,     \
+                     stream, ncclSuccess);                                                         \
         ncclResult_t rc = real args;                                                               \
         icx_call_returned(&c);                                                                     \
-        icx_rec_call(ICX_API_##name, c.t0, comm, count, (int)(dt), (int)(redop), peer, dir,        \
+        icx_rec_call(ICX_API_##name, c.t0, 0, comm, count, (int)(dt), (int)(redop), peer, seq,     \
                      stream, rc);                                                                  \
         icx_call_exit(&c);                                                                         \
         return rc;                                                                                 \
@@ -275,10 +286,13 @@ ICX_EXPORT ncclResult_t ncclGroupEnd(void)
         return real();
     struct icx_call c;
     icx_call_enter(&c);
+    int outer = icx_group_depth == 1; /* the outermost end launches the group */
+    if (outer)
+        icx_rec_call(ICX_API_ncclGroupEnd, c.t0, 1, NULL, 0, -1, -1, -1, 0, NULL, ncclSuccess);
     ncclResult_t rc = real();
     icx_call_returned(&c);
-    if (icx_group_depth == 1) /* the outermost end launches the group */
-        icx_rec_call(ICX_API_ncclGroupEnd, c.t0, NULL, 0, -1, -1, -1, -1, NULL, rc);
+    if (outer)
+        icx_rec_call(ICX_API_ncclGroupEnd, c.t0, 0, NULL, 0, -1, -1, -1, 0, NULL, rc);
     icx_group_depth--;
     icx_call_exit(&c);
     return rc;

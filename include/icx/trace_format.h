@@ -80,7 +80,8 @@
  *    reduce-scatter: the receive part), seq (collectives: per communicator; send and recv: per
  * communicator, peer and direction -- equal on every rank for the same operation), the group it
  *    was issued in (0: none) and NCCL's result.  Host enter/exit only; a call in a group ends with
- * that group's ncclGroupEnd.
+ * that group's ncclGroupEnd.  Each call is written twice: on entry with ICX_EVF_PENDING (so a call
+ *    that never returns, a hang, is in the trace) and on return with its result and duration.
  *
  * Version history: 1.0; 1.1 adds records 15-22 and 35-37, the DEVICE field local_cpus, and the
  *    event flag ICX_EVF_D2H (readers of 1.0 skip all of them by size); 1.2 adds 23-25 and 38-44. */
@@ -249,6 +250,7 @@ _Static_assert(sizeof(struct icx_rec_event) == 24, "icx_rec_event");
 #define ICX_EVF_SHIFT 16
 #define ICX_EVF_CAPTURED (1u << 0) /* issued into a stream capturing a CUDA graph: not run now */
 #define ICX_EVF_D2H (1u << 1)      /* CUDA_HOST_COPY: device to host (else host to device) */
+#define ICX_EVF_PENDING (1u << 2)  /* NCCL_CALL written on entry: the call had not returned yet */
 
 /* A copy between two different devices. */
 struct icx_rec_cuda_copy {

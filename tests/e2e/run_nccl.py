@@ -32,7 +32,7 @@ def slow_topology(tmp):
     return path
 
 
-def job(tmp, trace=True, **env_extra):
+def job(tmp, trace=True, sim_args=(), want_rc=0, **env_extra):
     """Run ddp_loop over 2 x 8 simulated ranks; (analysis or None, truth {rank: {(comm, op): (calls,
     bytes)}})."""
     if os.geteuid() != 0:
@@ -45,11 +45,15 @@ def job(tmp, trace=True, **env_extra):
         env.pop(k, None)
     env.update({k: str(v) for k, v in env_extra.items()})
     cmd = [os.path.join(BUILD, "bin", "icx-sim"), "--out", tmp, "--topology", slow_topology(tmp)]
+    cmd += list(sim_args)
     if not trace:
         cmd.append("--no-trace")
     cmd += ["--", os.path.join(BUILD, "tests", "nccl", "ddp_loop"), oob, str(STEPS), str(COUNT)]
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-    check(p.returncode == 0, "job failed (%d): %s %s" % (p.returncode, p.stdout[-1500:], p.stderr[-1500:]))
+    check(p.returncode == want_rc, "job exit %d, want %d: %s %s" % (p.returncode, want_rc,
+                                                                    p.stdout[-1500:], p.stderr[-1500:]))
+    if want_rc:  # killed: only the traces tell
+        return base.analyze([os.path.join(tmp, "traces")])[0], None
     check(p.stdout.count("results correct") == 16, "results: %s" % p.stdout)
     truth = {}
     for f in os.listdir(oob):
@@ -118,6 +122,26 @@ def test_nccl_straggler():
         s = [f for f in doc["findings"] if f["kind"] == "straggler"]
         check(len(s) == 1 and s[0]["ranks"] == [5] and "arrived last" in s[0]["evidence"],
               "straggler findings %s" % doc["findings"])
+
+
+def test_nccl_hang_postmortem():
+    """Rank 11 stops before step 2's collectives; the job is killed (SIGTERM) as a scheduler would
+    after 8 s.  From the traces: the other 15 ranks wait in the world all-reduce #7 (steps 0-1
+    issued 3 world collectives each), rank 11 never arrived, its last collective and how it ended
+    are named; nothing else is."""
+    with tempfile.TemporaryDirectory() as tmp:
+        doc, _ = job(tmp, sim_args=("--kill-after", "8"), want_rc=124, DDP_HANG_RANK=11,
+                     DDP_HANG_STEP=2)
+        hangs = [f for f in doc["findings"] if f["kind"] == "hang"]
+        check(len(hangs) == 1 and hangs[0]["ranks"] == [11], "hang findings %s" % doc["findings"])
+        ev = hangs[0]["evidence"]
+        check("15 of 16 ranks wait in AllReduce #7" in ev and "rank 11" in ev and
+              "ReduceScatter #6" in ev and "signal 15" in ev, "evidence: %s" % ev)
+        world = [c for c in doc["collectives"] if c["nranks"] == 16][0]
+        st = world["stuck"]
+        check(st and st["op"] == "AllReduce" and st["seq"] == 7 and st["missing_ranks"] == [11]
+              and sorted(st["waiting_ranks"]) == [r for r in range(16) if r != 11], "stuck %s" % st)
+        check(len(doc["findings"]) == 1, "other findings: %s" % doc["findings"])
 
 
 if __name__ == "__main__":
