@@ -95,9 +95,17 @@ struct comm {
     struct rankstat *ranks; /* by rank */
 };
 
+struct clockfix {
+    const struct icx_proc *p;
+    double offset, residual; /* s: subtracted from its times; median |error| left */
+    size_t samples;
+};
+
 struct icx_nccl {
     struct comm *v;
     size_t n;
+    struct clockfix *clk;
+    size_t nclk;
 };
 
 static int dcmp(const void *a, const void *b)
@@ -213,9 +221,102 @@ static struct call *collect(const struct icx_trace *t, size_t *ncalls)
     return v;
 }
 
+/* The end of the instance starting at v[i]: calls equal in everything but the rank (call_cmp
+ * orders by rank last). */
+static size_t instance_end(const struct call *v, size_t n, size_t i)
+{
+    size_t j = i + 1;
+    while (j < n && v[j].comm_id == v[i].comm_id && v[j].seq == v[i].seq &&
+           (v[j].op >= 8) == (v[i].op >= 8) &&
+           (v[i].op < 8 || ((v[j].op == 8 ? v[j].rank : v[j].peer) ==
+                                (v[i].op == 8 ? v[i].rank : v[i].peer) &&
+                            (v[j].op == 8 ? v[j].peer : v[j].rank) ==
+                                (v[i].op == 8 ? v[i].peer : v[i].rank))))
+        j++;
+    return j;
+}
+
 static double pct(const double *sorted, size_t n, double q)
 {
     return n ? sorted[(size_t)(q * (double)(n - 1) + 0.5)] : NAN;
+}
+
+/* Cross-host clock alignment.  The ranks of a collective leave it within microseconds of each
+ * other (all-reduce, all-gather, reduce-scatter, all-to-all: nobody finishes before the last one
+ * arrives and the data has gone round), so each process's offset is the median, over the
+ * instances it took part in, of its return time minus the instance's median return time; its
+ * times are then corrected by that offset, and what remains is the residual. */
+struct member {
+    size_t inst, q;
+    double exit;
+};
+
+static void align_clocks(const struct icx_trace *t, struct icx_nccl *N, struct call *v, size_t n)
+{
+    size_t np = t->nprocs ? t->nprocs : 1;
+    N->clk = calloc(np, sizeof(*N->clk));
+    struct member *m = malloc(sizeof(*m) * (n ? n : 1));
+    size_t nm = 0, ninst = 0;
+    if (!N->clk || !m) {
+        free(m);
+        return;
+    }
+    N->nclk = t->nprocs;
+    for (size_t q = 0; q < t->nprocs; q++)
+        N->clk[q].p = t->procs[q];
+    for (size_t i = 0; i < n;) {
+        size_t j = instance_end(v, n, i);
+        int symmetric = v[i].op == 0 || v[i].op == 3 || v[i].op == 4 || v[i].op == 5;
+        if (symmetric && j - i == (size_t)v[i].nranks && j - i > 1) {
+            for (size_t k = i; k < j; k++)
+                for (size_t q = 0; q < t->nprocs; q++)
+                    if (t->procs[q] == v[k].p)
+                        m[nm++] = (struct member){ninst, q, v[k].exit};
+            ninst++;
+        }
+        i = j;
+    }
+    /* Alternate: instance times from corrected returns, offsets from those times.  Instances of a
+     * communicator inside one host agree with any shift of that host, so they must not pull the
+     * estimate towards zero: the alternation settles where every instance is consistent. */
+    double *T = calloc(ninst ? ninst : 1, sizeof(double)), *buf = malloc(sizeof(double) * (nm + 1));
+    for (int it = 0; T && buf && it < 8; it++) {
+        for (size_t a = 0, b; a < nm; a = b) {
+            size_t k = 0;
+            for (b = a; b < nm && m[b].inst == m[a].inst; b++)
+                buf[k++] = m[b].exit - N->clk[m[b].q].offset;
+            qsort(buf, k, sizeof(double), dcmp);
+            T[m[a].inst] = pct(buf, k, 0.5);
+        }
+        for (size_t q = 0; q < t->nprocs; q++) {
+            size_t k = 0;
+            for (size_t x = 0; x < nm; x++)
+                if (m[x].q == q)
+                    buf[k++] = m[x].exit - T[m[x].inst];
+            if (!k)
+                continue;
+            qsort(buf, k, sizeof(double), dcmp);
+            N->clk[q].offset = pct(buf, k, 0.5);
+            N->clk[q].samples = k;
+        }
+    }
+    for (size_t q = 0; T && buf && q < t->nprocs; q++) {
+        size_t k = 0;
+        for (size_t x = 0; x < nm; x++)
+            if (m[x].q == q)
+                buf[k++] = fabs(m[x].exit - N->clk[q].offset - T[m[x].inst]);
+        qsort(buf, k, sizeof(double), dcmp);
+        N->clk[q].residual = k ? pct(buf, k, 0.5) : NAN;
+    }
+    for (size_t k = 0; k < n; k++)
+        for (size_t q = 0; q < N->nclk; q++)
+            if (N->clk[q].p == v[k].p) {
+                v[k].enter -= N->clk[q].offset;
+                v[k].exit -= N->clk[q].offset;
+            }
+    free(T);
+    free(buf);
+    free(m);
 }
 
 /* The NCCL call process p was inside when its trace ended, per thread: a pending (entry) record
@@ -392,17 +493,10 @@ struct icx_nccl *icx_nccl_compute(const struct icx_trace *t, struct icx_findings
         free(per);
         free(seen);
     }
+    align_clocks(t, N, v, n);
     /* Instances: runs of equal keys after the sort. */
     for (size_t i = 0; i < n;) {
-        /* call_cmp orders by rank last: an instance is a run equal in everything but the rank. */
-        size_t j = i + 1;
-        while (j < n && v[j].comm_id == v[i].comm_id && v[j].seq == v[i].seq &&
-               (v[j].op >= 8) == (v[i].op >= 8) &&
-               (v[i].op < 8 || ((v[j].op == 8 ? v[j].rank : v[j].peer) ==
-                                    (v[i].op == 8 ? v[i].rank : v[i].peer) &&
-                                (v[j].op == 8 ? v[j].peer : v[j].rank) ==
-                                    (v[i].op == 8 ? v[i].peer : v[i].rank))))
-            j++;
+        size_t j = instance_end(v, n, i);
         struct comm *c = comm_get(N, v[i].comm_id, v[i].nranks);
         size_t want = v[i].op >= 8 ? 2 : (size_t)v[i].nranks;
         if (c && j - i == want) {
@@ -505,6 +599,21 @@ void icx_nccl_print(FILE *out, const struct icx_nccl *N)
 
 void icx_nccl_json(struct icx_json *j, const struct icx_nccl *N)
 {
+    icx_json_arr(j, "clock_alignment");
+    for (size_t i = 0; N && i < N->nclk; i++) {
+        const struct clockfix *c = &N->clk[i];
+        if (!c->samples)
+            continue;
+        icx_json_obj(j, NULL);
+        icx_json_str(j, "host", c->p->host ? c->p->host : "");
+        icx_json_int(j, "pid", c->p->pid);
+        icx_json_int(j, "rank", c->p->rank);
+        icx_json_num(j, "offset_s", c->offset);
+        icx_json_num(j, "residual_s", c->residual);
+        icx_json_int(j, "instances", (long long)c->samples);
+        icx_json_end(j);
+    }
+    icx_json_end(j);
     icx_json_arr(j, "collectives");
     for (size_t i = 0; N && i < N->n; i++) {
         const struct comm *c = &N->v[i];
@@ -581,5 +690,6 @@ void icx_nccl_free(struct icx_nccl *N)
         free(N->v[i].ranks);
     }
     free(N->v);
+    free(N->clk);
     free(N);
 }

@@ -52,7 +52,8 @@ void icx_clock_sample(struct icx_rec_clock *out)
     clock_gettime(CLOCK_REALTIME, &rt);
     uint64_t m1 = icx_mono_ns();
     out->mono_ns = m0 + (m1 - m0) / 2;
-    out->real_ns = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
+    out->real_ns = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec +
+                   (uint64_t)icx_cfg.test_clock_offset_ns;
 }
 
 static int icx_cpu_has_invariant_tsc(void)
@@ -119,6 +120,9 @@ static void icx_config_load(void)
     icx_cfg.follow_fork = (int)icx_env_long("ICX_FOLLOW_FORK", 0, 0, 1);
     icx_cfg.sample_ms = (unsigned)icx_env_long("ICX_SAMPLE_MS", 100, 0, 3600000);
     icx_verbs_events = (int)icx_env_long("ICX_VERBS_EVENTS", 0, 0, 1);
+    /* Tests only: pretend this host's wall clock is off by this many ms (clock alignment). */
+    icx_cfg.test_clock_offset_ns = icx_env_long("ICX_TEST_CLOCK_OFFSET_MS", 0, -86400000, 86400000) *
+                                   1000000ll;
     const char *c = getenv("ICX_CLOCK");
     icx_clock_tsc = !(c && strcmp(c, "mono") == 0) && icx_cpu_has_invariant_tsc();
     if (icx_clock_tsc)

@@ -37,6 +37,7 @@ struct icx_config {
     int follow_fork;        /* ICX_FOLLOW_FORK */
     unsigned sample_ms;     /* ICX_SAMPLE_MS: hardware counters every this many ms; 0 off */
     char output[4096];      /* ICX_OUTPUT, expanded */
+    long long test_clock_offset_ns; /* ICX_TEST_CLOCK_OFFSET_MS (tests only) */
 };
 
 extern struct icx_config icx_cfg;

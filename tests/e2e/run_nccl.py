@@ -124,6 +124,25 @@ def test_nccl_straggler():
               "straggler findings %s" % doc["findings"])
 
 
+def test_nccl_clock_alignment():
+    """Node 1's tracer writes wall times 250 ms ahead (ICX_TEST_CLOCK_OFFSET_MS): the analyzer
+    estimates every node-1 rank 250 +- 5 ms ahead of every node-0 rank with residuals under 5 ms,
+    and on the aligned timeline the rank delayed 100 ms per step (5, on node 0, which the raw
+    clocks would show arriving 150 ms *early*) is still the one straggler."""
+    with tempfile.TemporaryDirectory() as tmp:
+        doc, _ = job(tmp, sim_args=("--clock-offset", "1:250"), DDP_SLOW_RANK=5, DDP_SLOW_US=100000)
+        off = {c["rank"]: c for c in doc["clock_alignment"]}
+        check(sorted(off) == list(range(16)), "aligned ranks %s" % sorted(off))
+        base0 = sorted(off[r]["offset_s"] for r in range(8))[4]
+        for r, c in off.items():
+            want = 0.25 if r >= 8 else 0.0
+            check(abs(c["offset_s"] - base0 - want) < 0.005 and c["residual_s"] < 0.005,
+                  "rank %d offset %.4f (node 0: %.4f), residual %.4f" % (r, c["offset_s"], base0,
+                                                                           c["residual_s"]))
+        s = [f for f in doc["findings"] if f["kind"] == "straggler"]
+        check(len(s) == 1 and s[0]["ranks"] == [5], "findings %s" % doc["findings"])
+
+
 def test_nccl_hang_postmortem():
     """Rank 11 stops before step 2's collectives; the job is killed (SIGTERM) as a scheduler would
     after 8 s.  From the traces: the other 15 ranks wait in the world all-reduce #7 (steps 0-1
