@@ -12,7 +12,9 @@
  * Stragglers: all-reduce equalizes durations, so arrivals are compared, not durations.  Per
  * instance the skew is last arrival - first.  A rank is named when the instances it arrived last
  * at hold at least half of a communicator's total skew (it is why the others waited), there are at
- * least two of them, and their median skew is at least 5 ms (below that, scheduling noise).
+ * least two of them, and their median skew is at least 5 ms and 4 times the median skew of the
+ * instances where someone else was last (below that it is the usual jitter of arrivals, which on
+ * an oversubscribed host always has a loser).
  *
  * Hangs and post-mortems: every call is written on entry too, so a call that never returned is in
  * the trace.  For each communicator, the ranks still inside a collective when their traces end
@@ -92,6 +94,9 @@ struct comm {
     struct opstat op[NOPS];
     uint64_t instances;
     double total_skew;
+    double *skews; /* every instance's, with the last rank: for "someone else was last" */
+    int *lasts;
+    size_t nskews;
     struct rankstat *ranks; /* by rank */
 };
 
@@ -520,6 +525,14 @@ struct icx_nccl *icx_nccl_compute(const struct icx_trace *t, struct icx_findings
                     r->imposed += last - v[k].enter;
                 push(&r->skews, &r->nskews, last - first);
                 c->total_skew += last - first;
+                int *nl = realloc(c->lasts, (c->nskews + 1) * sizeof(int));
+                if (nl) {
+                    c->lasts = nl;
+                    size_t before = c->nskews;
+                    push(&c->skews, &c->nskews, last - first);
+                    if (c->nskews > before)
+                        c->lasts[before] = last_rank;
+                }
             }
         }
         i = j;
@@ -550,7 +563,18 @@ struct icx_nccl *icx_nccl_compute(const struct icx_trace *t, struct icx_findings
                 mine += x->skews[k];
             qsort(x->skews, x->nskews, sizeof(double), dcmp);
             double med = pct(x->skews, x->nskews, 0.5);
-            if (mine < 0.5 * c->total_skew || med < 5e-3)
+            double *others = malloc(sizeof(double) * (c->nskews + 1));
+            size_t no = 0;
+            for (size_t k = 0; others && k < c->nskews; k++)
+                if (c->lasts[k] != r)
+                    others[no++] = c->skews[k];
+            double usual = 0;
+            if (others && no) {
+                qsort(others, no, sizeof(double), dcmp);
+                usual = pct(others, no, 0.5);
+            }
+            free(others);
+            if (mine < 0.5 * c->total_skew || med < 5e-3 || med < 4 * usual)
                 continue;
             char ev[600];
             snprintf(ev, sizeof(ev), "rank %d arrived last at %llu of %llu collectives of "
@@ -686,6 +710,8 @@ void icx_nccl_free(struct icx_nccl *N)
         for (int r = 0; N->v[i].ranks && r < N->v[i].nranks; r++)
             free(N->v[i].ranks[r].skews);
         free(N->v[i].stuck.waiting);
+        free(N->v[i].skews);
+        free(N->v[i].lasts);
         free(N->v[i].stuck.missing);
         free(N->v[i].ranks);
     }

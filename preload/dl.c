@@ -1,5 +1,6 @@
 /* dlsym / dlvsym interposition.  Programs that dlopen() a library and look its functions up
- * (NCCL does this for libibverbs: dlvsym(handle, "ibv_open_device", "IBVERBS_1.1")) never go
+ * (NCCL does this for libibverbs: dlvsym(handle, "ibv_open_device", "IBVERBS_1.1"); Python's
+ * ctypes does it for everything, in an RTLD_LOCAL handle) never go
  * through the dynamic linker's symbol binding, so a preloaded definition alone is not enough: the
  * lookup itself has to hand out our wrapper.
  *
@@ -156,10 +157,14 @@ void *icx_dlvsym_real(void *handle, const char *name, const char *version)
 ICX_NOSAN __attribute__((used)) void *icx_dl_decide(void *handle, const char *name, const char *version)
 {
     icx_dl_init();
-    if (!name || name[0] != 'i' || name[1] != 'b' || name[2] != 'v' || name[3] != '_')
+    if (!name || name[0] == 0 || name[1] == 0 || name[2] == 0 || name[3] == 0)
+        return NULL;
+    int ibv = name[0] == 'i' && name[1] == 'b' && name[2] == 'v' && name[3] == '_';
+    int nccl = name[0] == 'n' && name[1] == 'c' && name[2] == 'c' && name[3] == 'l';
+    if (!ibv && !nccl)
         return NULL;
     int saved = errno;
-    void *wrapper = icx_dl_wrap(name, version, handle);
+    void *wrapper = ibv ? icx_dl_wrap(name, version, handle) : icx_dl_wrap_nccl(name, version, handle);
     errno = saved;
     return wrapper;
 }

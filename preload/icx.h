@@ -219,6 +219,7 @@ void *icx_dl_decide(void *handle, const char *name, const char *version);
 /* The wrapper to hand out for a dlsym/dlvsym lookup of a name we wrap (version NULL: dlsym),
  * after looking the real one up in `handle`; NULL to pass the lookup on. */
 void *icx_dl_wrap(const char *name, const char *version, void *handle);
+void *icx_dl_wrap_nccl(const char *name, const char *version, void *handle); /* nccl.c */
 
 /* ---- writer (writer.c) ---- */
 int icx_writer_start(void);

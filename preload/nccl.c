@@ -428,3 +428,29 @@ ICX_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t h)
 {
     return icx_comm_end(ICX_API_ncclCommFinalize, ICX_NCCL_REAL(ncclCommFinalize), h);
 }
+
+/* ---- dlsym (dl.c asks): a program that looks NCCL up itself (ctypes) gets the wrappers ---- */
+
+void *icx_dl_wrap_nccl(const char *name, const char *version, void *handle)
+{
+    static const struct {
+        const char *name;
+        void *wrapper;
+    } w[] = {
+#define W(n) {#n, (void *)n}
+        W(ncclAllReduce), W(ncclBroadcast), W(ncclBcast), W(ncclReduce), W(ncclAllGather),
+        W(ncclReduceScatter), W(ncclAlltoAll), W(ncclGather), W(ncclScatter), W(ncclSend),
+        W(ncclRecv), W(ncclGroupStart), W(ncclGroupEnd), W(ncclCommInitRank),
+        W(ncclCommInitRankConfig), W(ncclCommSplit), W(ncclCommDestroy), W(ncclCommAbort),
+        W(ncclCommFinalize),
+#undef W
+    };
+    if (version || !atomic_load_explicit(&icx_active, memory_order_relaxed))
+        return NULL; /* NCCL's symbols are not versioned */
+    for (size_t i = 0; i < sizeof(w) / sizeof(w[0]); i++)
+        if (strcmp(name, w[i].name) == 0) {
+            void *p = icx_dlsym_real(handle, name);
+            return p && p != w[i].wrapper ? w[i].wrapper : NULL;
+        }
+    return NULL;
+}

@@ -32,7 +32,7 @@ def slow_topology(tmp):
     return path
 
 
-def job(tmp, trace=True, sim_args=(), want_rc=0, **env_extra):
+def job(tmp, trace=True, sim_args=(), want_rc=0, program=None, **env_extra):
     """Run ddp_loop over 2 x 8 simulated ranks; (analysis or None, truth {rank: {(comm, op): (calls,
     bytes)}})."""
     if os.geteuid() != 0:
@@ -48,7 +48,8 @@ def job(tmp, trace=True, sim_args=(), want_rc=0, **env_extra):
     cmd += list(sim_args)
     if not trace:
         cmd.append("--no-trace")
-    cmd += ["--", os.path.join(BUILD, "tests", "nccl", "ddp_loop"), oob, str(STEPS), str(COUNT)]
+    cmd += ["--"] + (program or [os.path.join(BUILD, "tests", "nccl", "ddp_loop")]) + \
+        [oob, str(STEPS), str(COUNT)]
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     check(p.returncode == want_rc, "job exit %d, want %d: %s %s" % (p.returncode, want_rc,
                                                                     p.stdout[-1500:], p.stderr[-1500:]))
@@ -141,6 +142,25 @@ def test_nccl_clock_alignment():
                                                                            c["residual_s"]))
         s = [f for f in doc["findings"] if f["kind"] == "straggler"]
         check(len(s) == 1 and s[0]["ranks"] == [5], "findings %s" % doc["findings"])
+
+
+def test_nccl_python_ctypes_threads():
+    """`python3 train.py` under the preload: Python loads the simulated libcudart and libnccl with
+    ctypes (RTLD_LOCAL handles, every function looked up with dlsym) and all-reduces from a thread
+    of its own.  The lookups get the tracer's wrappers: broadcast, all-reduce and all-gather calls
+    and bytes equal the truth; results right; no findings."""
+    with tempfile.TemporaryDirectory() as tmp:
+        doc, truth = job(tmp, program=["python3", os.path.join(ROOT, "tests", "nccl", "train.py")])
+        check(len(doc["collectives"]) == 1, "communicators %s" % doc["collectives"])
+        got = {o["op"]: [o["calls"], o["bytes"]] for o in doc["collectives"][0]["ops"]}
+        want = {}
+        for t in truth.values():
+            for (_, op), (calls, nbytes) in t.items():
+                w = want.setdefault(op, [0, 0])
+                w[0] += calls
+                w[1] += nbytes
+        check(got == want, "ops %s, truth %s" % (got, want))
+        check(doc["findings"] == [], "findings %s" % doc["findings"])
 
 
 def test_nccl_hang_postmortem():
