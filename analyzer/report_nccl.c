@@ -106,11 +106,20 @@ struct clockfix {
     size_t samples;
 };
 
+struct edge {
+    const char *src_host, *dst_host;
+    int src_gpu, dst_gpu;
+    double bytes;
+};
+
 struct icx_nccl {
     struct comm *v;
     size_t n;
     struct clockfix *clk;
     size_t nclk;
+    const struct icx_trace *t;
+    struct edge *edges; /* the ring model's per-link bytes */
+    size_t nedges;
 };
 
 static int dcmp(const void *a, const void *b)
@@ -322,6 +331,54 @@ static void align_clocks(const struct icx_trace *t, struct icx_nccl *N, struct c
     free(T);
     free(buf);
     free(m);
+}
+
+/* Per-link traffic by the ring model: no NCCL graph is used yet, so every collective is taken
+ * as a ring over the ranks in order, each rank sending its bus bytes (nccl-tests' bus factor
+ * times the op's size) to the next; send/recv go to their peer.  Links join (host, CUDA device)
+ * pairs: inside a host NVLink/P2P, across hosts the network. */
+static void edge_add(struct icx_nccl *N, const struct call *a, const struct call *b, double bytes)
+{
+    const char *sh = a->p->host ? a->p->host : "?", *dh = b->p->host ? b->p->host : "?";
+    int sg = -1, dg = -1;
+    for (size_t k = 0; k < a->p->nncomms && sg < 0; k++) /* the creation, not the destroy */
+        if (a->p->ncomms[k].comm_id == a->comm_id)
+            sg = a->p->ncomms[k].device;
+    for (size_t k = 0; k < b->p->nncomms && dg < 0; k++)
+        if (b->p->ncomms[k].comm_id == b->comm_id)
+            dg = b->p->ncomms[k].device;
+    for (size_t i = 0; i < N->nedges; i++) {
+        struct edge *e = &N->edges[i];
+        if (!strcmp(e->src_host, sh) && !strcmp(e->dst_host, dh) && e->src_gpu == sg &&
+            e->dst_gpu == dg) {
+            e->bytes += bytes;
+            return;
+        }
+    }
+    struct edge *ne = realloc(N->edges, (N->nedges + 1) * sizeof(*ne));
+    if (!ne)
+        return;
+    N->edges = ne;
+    N->edges[N->nedges++] = (struct edge){sh, dh, sg, dg, bytes};
+}
+
+static void ring_links(struct icx_nccl *N, const struct call *v, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        size_t j = instance_end(v, n, i);
+        if (v[i].op < 8 && j - i == (size_t)v[i].nranks && j - i > 1) {
+            double R = (double)v[i].nranks;
+            for (size_t k = i; k < j; k++) { /* sorted by rank: the next is the next element */
+                const struct call *to = k + 1 < j ? &v[k + 1] : &v[i];
+                edge_add(N, &v[k], to,
+                         (double)v[k].bytes * size_mult(v[k].op, R) * bus_factor(v[k].op, R));
+            }
+        } else if (v[i].op >= 8 && j - i == 2) {
+            const struct call *s = v[i].op == 8 ? &v[i] : &v[i + 1], *r = s == &v[i] ? &v[i + 1] : &v[i];
+            edge_add(N, s, r, (double)s->bytes);
+        }
+        i = j;
+    }
 }
 
 /* The NCCL call process p was inside when its trace ended, per thread: a pending (entry) record
@@ -595,8 +652,10 @@ struct icx_nccl *icx_nccl_compute(const struct icx_trace *t, struct icx_findings
                             "host work, a slower GPU or CPU placement); the others idle meanwhile");
         }
     }
+    ring_links(N, v, n);
     free(v);
     hangs(t, N, F);
+    N->t = t;
     return N;
 }
 
@@ -637,6 +696,45 @@ void icx_nccl_json(struct icx_json *j, const struct icx_nccl *N)
         icx_json_int(j, "instances", (long long)c->samples);
         icx_json_end(j);
     }
+    icx_json_end(j);
+    icx_json_obj(j, "nccl_links");
+    icx_json_str(j, "model", "ring over the ranks in order, bus bytes per nccl-tests (no NCCL graph "
+                             "used); send/recv to their peer");
+    icx_json_arr(j, "links");
+    for (size_t i = 0; N && i < N->nedges; i++) {
+        const struct edge *e = &N->edges[i];
+        icx_json_obj(j, NULL);
+        icx_json_str(j, "src_host", e->src_host);
+        icx_json_int(j, "src_gpu", e->src_gpu);
+        icx_json_str(j, "dst_host", e->dst_host);
+        icx_json_int(j, "dst_gpu", e->dst_gpu);
+        icx_json_str(j, "transport", strcmp(e->src_host, e->dst_host) ? "NET" : "P2P");
+        icx_json_num(j, "bytes", e->bytes);
+        icx_json_end(j);
+    }
+    icx_json_end(j);
+    icx_json_end(j);
+    /* NCCL's own topology and graph XML, each distinct text once with the processes that wrote it */
+    icx_json_arr(j, "nccl_dumps");
+    for (int k = 0; N && N->t && k < 2; k++)
+        for (size_t i = 0; i < N->t->nprocs; i++) {
+            const char *x = N->t->procs[i]->nccl_dump[k];
+            int first = x != NULL;
+            for (size_t q = 0; first && q < i; q++)
+                first = !N->t->procs[q]->nccl_dump[k] || strcmp(N->t->procs[q]->nccl_dump[k], x);
+            if (!first)
+                continue;
+            icx_json_obj(j, NULL);
+            icx_json_str(j, "kind", k ? "graph" : "topology");
+            icx_json_int(j, "bytes", (long long)strlen(x));
+            icx_json_arr(j, "pids");
+            for (size_t q = i; q < N->t->nprocs; q++)
+                if (N->t->procs[q]->nccl_dump[k] && !strcmp(N->t->procs[q]->nccl_dump[k], x))
+                    icx_json_int(j, NULL, N->t->procs[q]->pid);
+            icx_json_end(j);
+            icx_json_str(j, "xml", x);
+            icx_json_end(j);
+        }
     icx_json_end(j);
     icx_json_arr(j, "collectives");
     for (size_t i = 0; N && i < N->n; i++) {
@@ -717,5 +815,6 @@ void icx_nccl_free(struct icx_nccl *N)
     }
     free(N->v);
     free(N->clk);
+    free(N->edges);
     free(N);
 }

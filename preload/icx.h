@@ -253,7 +253,8 @@ void icx_nic_sample(struct icx_frame *f, uint64_t now);                      /* 
 
 /* ---- RDMA verbs (verbs.c, verbs_data.c): writer side ---- */
 extern int icx_verbs_events;                                   /* ICX_VERBS_EVENTS */
-void icx_verbs_writer_tick(struct icx_frame *f);                /* name new device contexts */
+void icx_verbs_writer_tick(struct icx_frame *f);
+void icx_nccl_writer_tick(struct icx_frame *f); /* nccl.c: NCCL's topology/graph dumps */                /* name new device contexts */
 void icx_verbs_drain_agg(struct icx_frame *f, struct icx_tbuf *b); /* a thread's aggregates */
 
 /* ---- placement (placement.c): the writer, but for icx_placement_host_buffer ---- */

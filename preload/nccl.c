@@ -12,8 +12,10 @@
  * buffer as nccl-tests counts them. */
 #include <nccl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "icx.h"
 
@@ -320,6 +322,84 @@ static void icx_comm_created(enum icx_api api, uint64_t t0, ncclComm_t *out, uin
                  color, key, rc);
 }
 
+/* ---- NCCL's own view of the machine: its topology and graph dumps ----
+ * Unless the user set them, NCCL_TOPO_DUMP_FILE and NCCL_GRAPH_DUMP_FILE point at private files
+ * before the first communicator is created; what NCCL wrote there is embedded in the trace after
+ * it (and the files removed).  setenv runs once, before NCCL reads its environment. */
+static const char *const icx_dump_env[2] = {"NCCL_TOPO_DUMP_FILE", "NCCL_GRAPH_DUMP_FILE"};
+static char icx_dump_path[2][256];
+static int icx_dump_ours[2];
+static pthread_once_t icx_dump_once = PTHREAD_ONCE_INIT;
+static _Atomic int icx_dump_collected;
+static pthread_mutex_t icx_dump_lock = PTHREAD_MUTEX_INITIALIZER;
+static char *icx_dump_text[2]; /* read, for the writer */
+
+static void icx_dumps_prepare(void)
+{
+    for (int k = 0; k < 2; k++) {
+        const char *v = getenv(icx_dump_env[k]);
+        if (v && *v) {
+            snprintf(icx_dump_path[k], sizeof(icx_dump_path[k]), "%s", v);
+            continue;
+        }
+        snprintf(icx_dump_path[k], sizeof(icx_dump_path[k]), "/tmp/icxtrace-%d-nccl-%s.xml",
+                 (int)getpid(), k ? "graph" : "topo");
+        icx_dump_ours[k] = setenv(icx_dump_env[k], icx_dump_path[k], 0) == 0;
+    }
+}
+
+static void icx_dumps_collect(void)
+{
+    if (atomic_exchange(&icx_dump_collected, 1))
+        return;
+    for (int k = 0; k < 2; k++) {
+        FILE *f = icx_dump_path[k][0] ? fopen(icx_dump_path[k], "re") : NULL;
+        if (!f)
+            continue;
+        char *buf = malloc(4u << 20);
+        size_t n = buf ? fread(buf, 1, (4u << 20) - 1, f) : 0;
+        fclose(f);
+        if (icx_dump_ours[k])
+            unlink(icx_dump_path[k]);
+        if (!buf || !n) {
+            free(buf);
+            continue;
+        }
+        buf[n] = 0;
+        pthread_mutex_lock(&icx_dump_lock);
+        icx_dump_text[k] = buf;
+        pthread_mutex_unlock(&icx_dump_lock);
+    }
+}
+
+void icx_nccl_writer_tick(struct icx_frame *f)
+{
+    for (int k = 0; k < 2; k++) {
+        pthread_mutex_lock(&icx_dump_lock);
+        char *text = icx_dump_text[k];
+        icx_dump_text[k] = NULL;
+        pthread_mutex_unlock(&icx_dump_lock);
+        if (!text)
+            continue;
+        size_t len = strlen(text), part = 60000, nparts = (len + part - 1) / part;
+        for (size_t i = 0; i < nparts; i++) {
+            char save = text[(i + 1) * part < len ? (i + 1) * part : len];
+            text[(i + 1) * part < len ? (i + 1) * part : len] = 0;
+            uint32_t id = icx_intern(text + i * part);
+            text[(i + 1) * part < len ? (i + 1) * part : len] = save;
+            struct icx_rec_nccl_dump *r =
+                icx_frame_put(f, ICX_REC_NCCL_DUMP, (uint32_t)k + 1, sizeof(*r));
+            if (r) {
+                r->text = id;
+                r->part = (uint32_t)i;
+                r->nparts = (uint32_t)nparts;
+                r->total_bytes = (uint32_t)len;
+            }
+        }
+        free(text);
+    }
+}
+
 static ncclResult_t icx_init_rank(enum icx_api api, ncclComm_t *comm, int nranks,
                                   ncclUniqueId uid, int rank, ncclConfig_t *config, int with_config)
 {
@@ -330,6 +410,7 @@ static ncclResult_t icx_init_rank(enum icx_api api, ncclComm_t *comm, int nranks
 #define ICX_INIT() (with_config ? cfg(comm, nranks, uid, rank, config) : plain(comm, nranks, uid, rank))
     if (!icx_hooks_on())
         return ICX_INIT();
+    pthread_once(&icx_dump_once, icx_dumps_prepare);
     struct icx_call c;
     icx_call_enter(&c);
     ncclResult_t rc = ICX_INIT();
@@ -337,6 +418,8 @@ static ncclResult_t icx_init_rank(enum icx_api api, ncclComm_t *comm, int nranks
     icx_call_returned(&c);
     icx_comm_created(api, c.t0, comm, icx_fnv(&uid, sizeof(uid), 0xcbf29ce484222325ull), 0, rank,
                      nranks, 0, 0, rc);
+    if (rc == ncclSuccess)
+        icx_dumps_collect();
     icx_call_exit(&c);
     return rc;
 }

@@ -343,6 +343,7 @@ static void icx_tick(int final)
     icx_tbuf_drain_all(icx_drain_one, &d);
     icx_cuda_writer_tick(&icx_cur, final);
     icx_verbs_writer_tick(&icx_cur);
+    icx_nccl_writer_tick(&icx_cur);
     icx_placement_tick(&icx_cur);
     icx_counters_sample(&icx_cur, final);
     if (final)

@@ -80,11 +80,12 @@
  *    reduce-scatter: the receive part), seq (collectives: per communicator; send and recv: per
  * communicator, peer and direction -- equal on every rank for the same operation), the group it
  *    was issued in (0: none) and NCCL's result.  Host enter/exit only; a call in a group ends with
- * that group's ncclGroupEnd.  Each call is written twice: on entry with ICX_EVF_PENDING (so a call
+ * that group's ncclGroupEnd.  NCCL_DUMP (aux = 1 topology, 2 graphs) carries, in string parts of
+ *    at most 60000 bytes, the XML NCCL wrote to NCCL_TOPO_DUMP_FILE / NCCL_GRAPH_DUMP_FILE.  Each call is written twice: on entry with ICX_EVF_PENDING (so a call
  *    that never returns, a hang, is in the trace) and on return with its result and duration.
  *
  * Version history: 1.0; 1.1 adds records 15-22 and 35-37, the DEVICE field local_cpus, and the
- *    event flag ICX_EVF_D2H (readers of 1.0 skip all of them by size); 1.2 adds 23-25 and 38-44. */
+ *    event flag ICX_EVF_D2H (readers of 1.0 skip all of them by size); 1.2 adds 23-26 and 38-44. */
 #ifndef ICX_TRACE_FORMAT_H
 #define ICX_TRACE_FORMAT_H
 
@@ -471,6 +472,14 @@ struct icx_rec_verbs_cq { /* EVENT, api = create_cq / create_cq_ex */
 _Static_assert(sizeof(struct icx_rec_verbs_cq) == 40, "icx_rec_verbs_cq");
 
 /* ---- NCCL (1.2) ---- */
+struct icx_rec_nccl_dump { /* aux = 1 topology XML, 2 graph XML */
+    struct icx_rec h;
+    uint32_t text; /* string id of this part */
+    uint32_t part, nparts;
+    uint32_t total_bytes;
+};
+_Static_assert(sizeof(struct icx_rec_nccl_dump) == 24, "icx_rec_nccl_dump");
+
 struct icx_rec_nccl_comm { /* EVENT, api = init / split / shrink / finalize / destroy / abort */
     struct icx_rec_event e;
     uint64_t comm;      /* handle value in this process */

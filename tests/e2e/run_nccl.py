@@ -113,6 +113,20 @@ def test_nccl_exact_and_busbw():
                         check(abs(bw - rate) <= 0.05 * rate, "%s %s busbw %.4g B/s, model %.4g"
                               % (kind, op, bw, rate))
         check(doc["findings"] == [], "findings on a clean run: %s" % doc["findings"])
+        # per-link traffic by the ring model: the world ring crosses the nodes at 7->8 and 15->0
+        t7 = truth[7]
+        per_link = (t7[("world", "AllReduce")][1] * 2 * 15 / 16 + t7[("world", "Broadcast")][1] +
+                    t7[("world", "ReduceScatter")][1] * 16 * 15 / 16 + t7[("world", "Send")][1])
+        net = sorted((l["src_host"], l["src_gpu"], l["dst_host"], l["dst_gpu"], l["bytes"])
+                     for l in doc["nccl_links"]["links"] if l["transport"] == "NET")
+        check(net == [("simnode0", 7, "simnode1", 0, per_link), ("simnode1", 7, "simnode0", 0, per_link)],
+              "inter-node links %s, want %.0f bytes each way" % (net, per_link))
+        check("ring" in doc["nccl_links"]["model"], doc["nccl_links"]["model"])
+        # NCCL's own topology and graph XML, captured from every rank
+        dumps = {d["kind"]: d for d in doc["nccl_dumps"]}
+        check(set(dumps) == {"topology", "graph"} and "mlx5_0" in dumps["topology"]["xml"] and
+              "<graphs" in dumps["graph"]["xml"] and len(dumps["topology"]["pids"]) == 16,
+              "dumps %s" % [(d["kind"], d["bytes"], len(d["pids"])) for d in doc["nccl_dumps"]])
 
 
 def test_nccl_straggler():

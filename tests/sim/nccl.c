@@ -322,6 +322,47 @@ SIM_EXPORT ncclResult_t pncclGetUniqueId(ncclUniqueId *id)
     return ncclSuccess;
 }
 
+/* Like NCCL: the detected topology and the graphs (here one ring over the ranks in order, crossing
+ * nodes over the NIC of the rank's local index) go to the files the environment names, once. */
+static void write_dumps(ncclComm_t c)
+{
+    static int done;
+    if (done++)
+        return;
+    if (!topo_loaded) {
+        sim_topo_load(&topo);
+        topo_loaded = 1;
+    }
+    const char *tp = getenv("NCCL_TOPO_DUMP_FILE"), *gp = getenv("NCCL_GRAPH_DUMP_FILE");
+    FILE *f = tp ? fopen(tp, "w") : NULL;
+    if (f) {
+        fprintf(f, "<system version=\"1\">\n  <cpu numaid=\"0\" arch=\"x86_64\">\n");
+        for (int g = 0; g < topo.ngpus; g++)
+            fprintf(f, "    <pci busid=\"%s\" class=\"0x030200\"><gpu dev=\"%d\" sm=\"90\" "
+                       "rank=\"%d\"><nvlink target=\"nvswitch\" count=\"%d\"/></gpu></pci>\n",
+                    topo.gpu[g].bus, g, g, topo.nvswitch_links);
+        for (int n = 0; n < topo.nnics; n++)
+            fprintf(f, "    <nic><net name=\"%s\" dev=\"%d\" speed=\"%.0f\"/></nic>\n",
+                    topo.nic[n].name, n, topo.nic[n].rate_gbps * 1000);
+        fprintf(f, "  </cpu>\n</system>\n");
+        fclose(f);
+    }
+    f = gp ? fopen(gp, "w") : NULL;
+    if (f) {
+        fprintf(f, "<graphs version=\"1\">\n  <graph id=\"0\" pattern=\"4\" crossnic=\"0\" "
+                   "nchannels=\"1\" speedintra=\"%g\" speedinter=\"%g\">\n    <channel>",
+                topo.nvswitch_links * topo.nvlink_gbps, topo.nnics ? topo.nic[0].rate_gbps / 8 : 0);
+        int lws = c->nranks / (c->nodes ? c->nodes : 1);
+        for (int r = 0; r < c->nranks; r++) {
+            if (c->nodes > 1 && r % lws == 0)
+                fprintf(f, "<net dev=\"%d\"/>", r % lws);
+            fprintf(f, "<gpu dev=\"%d\"/>", r % (lws ? lws : 1));
+        }
+        fprintf(f, "</channel>\n  </graph>\n</graphs>\n");
+        fclose(f);
+    }
+}
+
 static ncclResult_t comm_open(ncclComm_t *out, int nranks, uint64_t id, int rank)
 {
     if (nranks < 1 || nranks > MAXR || rank < 0 || rank >= nranks)
@@ -358,7 +399,8 @@ static ncclResult_t comm_open(ncclComm_t *out, int nranks, uint64_t id, int rank
         pause_briefly(&spins);
     c->nodes = 1;
     for (int r = 1; r < nranks; r++)
-        c->nodes += c->s->node[r] != c->s->node[0] && c->nodes == 1;
+        c->nodes += c->s->node[r] != c->s->node[r - 1];
+    write_dumps(c);
     *out = c;
     return ncclSuccess;
 }
