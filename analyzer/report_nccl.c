@@ -525,7 +525,8 @@ struct icx_nccl *icx_nccl_compute(const struct icx_trace *t, struct icx_findings
         return NULL;
     size_t n = 0;
     struct call *v = collect(t, &n);
-    qsort(v, n, sizeof(*v), call_cmp);
+    if (n) /* qsort(NULL, 0) is undefined */
+        qsort(v, n, sizeof(*v), call_cmp);
     /* Calls and bytes per rank and op. */
     for (size_t i = 0; i < n; i++) {
         struct comm *c = comm_get(N, v[i].comm_id, v[i].nranks);
