@@ -11,8 +11,9 @@
  *
  * Stragglers: all-reduce equalizes durations, so arrivals are compared, not durations.  Per
  * instance the skew is last arrival - first.  A rank is named when the instances it arrived last
- * at hold at least half of a communicator's total skew (it is why the others waited), there are at
- * least two of them, and their median skew is at least 5 ms and 4 times the median skew of the
+ * at hold at least half of a communicator's total skew (it is why the others waited), it was last
+ * at 3 or more of them and at a quarter of all (a straggler is persistent; a loaded host makes
+ * any rank late now and then), and their median skew is at least 5 ms and 4 times the median skew of the
  * instances where someone else was last (below that it is the usual jitter of arrivals, which on
  * an oversubscribed host always has a loser).
  *
@@ -614,7 +615,7 @@ struct icx_nccl *icx_nccl_compute(const struct icx_trace *t, struct icx_findings
         }
         for (int r = 0; r < c->nranks && c->total_skew > 0; r++) {
             struct rankstat *x = &c->ranks[r];
-            if (x->nskews < 2)
+            if (x->nskews < 3 || 4 * x->nskews < c->instances)
                 continue;
             double mine = 0;
             for (size_t k = 0; k < x->nskews; k++)
@@ -635,16 +636,21 @@ struct icx_nccl *icx_nccl_compute(const struct icx_trace *t, struct icx_findings
             if (mine < 0.5 * c->total_skew || med < 5e-3 || med < 4 * usual)
                 continue;
             char ev[600];
-            snprintf(ev, sizeof(ev), "rank %d arrived last at %llu of %llu collectives of "
-                     "communicator %016llx (%d ranks), %.0f%% of all their arrival skew; median "
-                     "lateness %.1f ms; the others waited %.3f s in total for it", r,
-                     (unsigned long long)x->last, (unsigned long long)c->instances,
-                     (unsigned long long)c->id, c->nranks, 100 * mine / c->total_skew, med * 1e3,
-                     x->imposed);
             const struct icx_proc *who = NULL;
             for (size_t k = 0; k < n && !who; k++)
                 if (v[k].comm_id == c->id && v[k].rank == r)
                     who = v[k].p;
+            char name[64];
+            if (who && who->rank >= 0 && who->rank != r)
+                snprintf(name, sizeof(name), "rank %d (global rank %d)", r, who->rank);
+            else
+                snprintf(name, sizeof(name), "rank %d", r);
+            snprintf(ev, sizeof(ev), "%s arrived last at %llu of %llu collectives of "
+                     "communicator %016llx (%d ranks), %.0f%% of all their arrival skew; median "
+                     "lateness %.1f ms; the others waited %.3f s in total for it", name,
+                     (unsigned long long)x->last, (unsigned long long)c->instances,
+                     (unsigned long long)c->id, c->nranks, 100 * mine / c->total_skew, med * 1e3,
+                     x->imposed);
             struct icx_proc none = {0};
             none.pid = -1;
             none.rank = r;

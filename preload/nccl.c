@@ -512,6 +512,217 @@ ICX_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t h)
     return icx_comm_end(ICX_API_ncclCommFinalize, ICX_NCCL_REAL(ncclCommFinalize), h);
 }
 
+/* ---- the rest of the communicator API ---- */
+
+ICX_NCCL_DECL(ncclGetUniqueId, (ncclUniqueId *));
+ICX_NCCL_DECL(ncclCommInitAll, (ncclComm_t *, int, const int *));
+ICX_NCCL_DECL(ncclCommInitRankScalable, (ncclComm_t *, int, int, int, ncclUniqueId *,
+                                         ncclConfig_t *));
+ICX_NCCL_DECL(ncclCommShrink, (ncclComm_t, int *, int, ncclComm_t *, ncclConfig_t *, int));
+ICX_NCCL_DECL(ncclCommRevoke, (ncclComm_t, int));
+ICX_NCCL_DECL(ncclCommGetAsyncError, (ncclComm_t, ncclResult_t *));
+ICX_NCCL_DECL(ncclCommRegister, (const ncclComm_t, void *, size_t, void **));
+ICX_NCCL_DECL(ncclCommDeregister, (const ncclComm_t, void *));
+ICX_NCCL_DECL(ncclCommWindowRegister, (ncclComm_t, void *, size_t, ncclWindow_t *, int));
+ICX_NCCL_DECL(ncclCommWindowDeregister, (ncclComm_t, ncclWindow_t));
+ICX_NCCL_DECL(ncclGroupSimulateEnd, (ncclSimInfo_t *));
+
+static uint64_t icx_comm_id_of(ncclComm_t h, int *rank, int *nranks)
+{
+    uint64_t id = 0;
+    pthread_mutex_lock(&icx_ncomm_lock);
+    struct icx_ncomm *p = icx_ncomm_find(h);
+    if (p) {
+        id = p->id;
+        if (rank)
+            *rank = p->rank;
+        if (nranks)
+            *nranks = p->nranks;
+    }
+    pthread_mutex_unlock(&icx_ncomm_lock);
+    return id;
+}
+
+ICX_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *uid)
+{
+    icx_real_ncclGetUniqueId_t real = ICX_NCCL_REAL(ncclGetUniqueId);
+    if (!real)
+        return ncclSystemError;
+    if (!icx_hooks_on())
+        return real(uid);
+    struct icx_call c;
+    icx_call_enter(&c);
+    ncclResult_t rc = real(uid);
+    icx_call_returned(&c);
+    /* the id its communicator will have on every rank: where the job's bootstrap began */
+    icx_rec_comm(ICX_API_ncclGetUniqueId, c.t0, NULL,
+                 rc == ncclSuccess ? icx_fnv(uid, sizeof(*uid), 0xcbf29ce484222325ull) : 0, 0, -1,
+                 -1, -1, 0, 0, rc);
+    icx_call_exit(&c);
+    return rc;
+}
+
+ICX_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist)
+{
+    icx_real_ncclCommInitAll_t real = ICX_NCCL_REAL(ncclCommInitAll);
+    if (!real)
+        return ncclSystemError;
+    if (!icx_hooks_on())
+        return real(comms, ndev, devlist);
+    pthread_once(&icx_dump_once, icx_dumps_prepare);
+    struct icx_call c;
+    icx_call_enter(&c);
+    ncclResult_t rc = real(comms, ndev, devlist);
+    icx_call_returned(&c);
+    /* One process holds every rank: an id unique to this call is the same for all of them. */
+    static _Atomic uint64_t calls;
+    uint64_t n = atomic_fetch_add(&calls, 1) + 1, pid = (uint64_t)getpid();
+    uint64_t id = icx_fnv(&n, sizeof(n), icx_fnv(&pid, sizeof(pid), 0xa11));
+    for (int i = 0; i < ndev; i++)
+        icx_comm_created(ICX_API_ncclCommInitAll, c.t0, &comms[i], id, 0, i, ndev, 0, 0, rc);
+    if (rc == ncclSuccess)
+        icx_dumps_collect();
+    icx_call_exit(&c);
+    return rc;
+}
+
+ICX_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t *comm, int nranks, int rank, int nid,
+                                                 ncclUniqueId *ids, ncclConfig_t *config)
+{
+    icx_real_ncclCommInitRankScalable_t real = ICX_NCCL_REAL(ncclCommInitRankScalable);
+    if (!real)
+        return ncclSystemError;
+    if (!icx_hooks_on())
+        return real(comm, nranks, rank, nid, ids, config);
+    pthread_once(&icx_dump_once, icx_dumps_prepare);
+    struct icx_call c;
+    icx_call_enter(&c);
+    ncclResult_t rc = real(comm, nranks, rank, nid, ids, config);
+    icx_call_returned(&c);
+    uint64_t id = nid > 0 && ids ? icx_fnv(ids, sizeof(*ids) * (size_t)nid, 0xcbf29ce484222325ull) : 0;
+    icx_comm_created(ICX_API_ncclCommInitRankScalable, c.t0, comm, id, 0, rank, nranks, 0, 0, rc);
+    if (rc == ncclSuccess)
+        icx_dumps_collect();
+    icx_call_exit(&c);
+    return rc;
+}
+
+ICX_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int *excl, int nexcl, ncclComm_t *newcomm,
+                                       ncclConfig_t *config, int flags)
+{
+    icx_real_ncclCommShrink_t real = ICX_NCCL_REAL(ncclCommShrink);
+    if (!real)
+        return ncclSystemError;
+    if (!icx_hooks_on())
+        return real(comm, excl, nexcl, newcomm, config, flags);
+    struct icx_call c;
+    icx_call_enter(&c);
+    ncclResult_t rc = real(comm, excl, nexcl, newcomm, config, flags);
+    icx_call_returned(&c);
+    /* Every remaining rank shrinks the same parent the same way: (parent, its split count, the
+     * excluded ranks) names the child on all of them. */
+    uint64_t n = 0, parent;
+    pthread_mutex_lock(&icx_ncomm_lock);
+    struct icx_ncomm *p = icx_ncomm_find(comm);
+    parent = p ? p->id : 0;
+    if (p)
+        n = ++p->splits;
+    pthread_mutex_unlock(&icx_ncomm_lock);
+    uint64_t id = icx_fnv(&n, sizeof(n), parent ^ 0x5badull);
+    if (excl && nexcl > 0)
+        id = icx_fnv(excl, sizeof(int) * (size_t)nexcl, id);
+    int rank = -1, nranks = -1;
+    if (rc == ncclSuccess && newcomm && *newcomm) {
+        icx_real_ncclCommCount_t fc = ICX_NCCL_REAL(ncclCommCount);
+        icx_real_ncclCommUserRank_t fu = ICX_NCCL_REAL(ncclCommUserRank);
+        if (fc)
+            fc(*newcomm, &nranks);
+        if (fu)
+            fu(*newcomm, &rank);
+    }
+    icx_comm_created(ICX_API_ncclCommShrink, c.t0, newcomm, id, parent, rank, nranks, nexcl, flags,
+                     rc);
+    icx_call_exit(&c);
+    return rc;
+}
+
+ICX_EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int flags)
+{
+    icx_real_ncclCommRevoke_t real = ICX_NCCL_REAL(ncclCommRevoke);
+    if (!real)
+        return ncclSystemError;
+    if (!icx_hooks_on())
+        return real(comm, flags);
+    struct icx_call c;
+    icx_call_enter(&c);
+    ncclResult_t rc = real(comm, flags);
+    icx_call_returned(&c);
+    int rank = -1, nranks = -1;
+    uint64_t id = icx_comm_id_of(comm, &rank, &nranks);
+    icx_rec_comm(ICX_API_ncclCommRevoke, c.t0, comm, id, 0, rank, nranks, -1, flags, 0, rc);
+    icx_call_exit(&c);
+    return rc;
+}
+
+/* Polled in loops by non-blocking users: recorded only when it reports an error. */
+ICX_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *err)
+{
+    icx_real_ncclCommGetAsyncError_t real = ICX_NCCL_REAL(ncclCommGetAsyncError);
+    if (!real)
+        return ncclSystemError;
+    if (!icx_hooks_on())
+        return real(comm, err);
+    struct icx_call c;
+    icx_call_enter(&c);
+    ncclResult_t rc = real(comm, err);
+    icx_call_returned(&c);
+    if (rc == ncclSuccess && err && *err != ncclSuccess && *err != ncclInProgress) {
+        int rank = -1, nranks = -1;
+        uint64_t id = icx_comm_id_of(comm, &rank, &nranks);
+        icx_rec_comm(ICX_API_ncclCommGetAsyncError, c.t0, comm, id, 0, rank, nranks, -1, 0, 0,
+                     *err);
+    }
+    icx_call_exit(&c);
+    return rc;
+}
+
+/* Buffer registration: the size, as an NCCL_CALL with no sequence number. */
+#define ICX_NCCL_REG(name, params, args, comm, size)                                               \
+    ICX_EXPORT ncclResult_t name params                                                            \
+    {                                                                                              \
+        icx_real_##name##_t real = ICX_NCCL_REAL(name);                                            \
+        if (!real)                                                                                 \
+            return ncclSystemError;                                                                \
+        if (!icx_hooks_on())                                                                       \
+            return real args;                                                                      \
+        struct icx_call c;                                                                         \
+        icx_call_enter(&c);                                                                        \
+        ncclResult_t rc = real args;                                                               \
+        icx_call_returned(&c);                                                                     \
+        icx_rec_call(ICX_API_##name, c.t0, 0, comm, size, ncclUint8, -1, -1, 0, NULL, rc);         \
+        icx_call_exit(&c);                                                                         \
+        return rc;                                                                                 \
+    }
+ICX_NCCL_REG(ncclCommRegister, (const ncclComm_t cm, void *b, size_t n, void **h), (cm, b, n, h),
+             cm, n)
+ICX_NCCL_REG(ncclCommDeregister, (const ncclComm_t cm, void *h), (cm, h), cm, 0)
+ICX_NCCL_REG(ncclCommWindowRegister, (ncclComm_t cm, void *b, size_t n, ncclWindow_t *w, int f),
+             (cm, b, n, w, f), cm, n)
+ICX_NCCL_REG(ncclCommWindowDeregister, (ncclComm_t cm, ncclWindow_t w), (cm, w), cm, 0)
+#undef ICX_NCCL_REG
+
+/* Ends a group without launching it: the group is over for our bookkeeping too. */
+ICX_EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *info)
+{
+    icx_real_ncclGroupSimulateEnd_t real = ICX_NCCL_REAL(ncclGroupSimulateEnd);
+    if (!real)
+        return ncclSystemError;
+    ncclResult_t rc = real(info);
+    if (!icx_self.guard && icx_group_depth > 0)
+        icx_group_depth--;
+    return rc;
+}
+
 /* ---- dlsym (dl.c asks): a program that looks NCCL up itself (ctypes) gets the wrappers ---- */
 
 void *icx_dl_wrap_nccl(const char *name, const char *version, void *handle)
@@ -525,7 +736,10 @@ void *icx_dl_wrap_nccl(const char *name, const char *version, void *handle)
         W(ncclReduceScatter), W(ncclAlltoAll), W(ncclGather), W(ncclScatter), W(ncclSend),
         W(ncclRecv), W(ncclGroupStart), W(ncclGroupEnd), W(ncclCommInitRank),
         W(ncclCommInitRankConfig), W(ncclCommSplit), W(ncclCommDestroy), W(ncclCommAbort),
-        W(ncclCommFinalize),
+        W(ncclCommFinalize), W(ncclGetUniqueId), W(ncclCommInitAll),
+        W(ncclCommInitRankScalable), W(ncclCommShrink), W(ncclCommRevoke),
+        W(ncclCommGetAsyncError), W(ncclCommRegister), W(ncclCommDeregister),
+        W(ncclCommWindowRegister), W(ncclCommWindowDeregister), W(ncclGroupSimulateEnd),
 #undef W
     };
     if (version || !atomic_load_explicit(&icx_active, memory_order_relaxed))

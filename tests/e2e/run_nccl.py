@@ -16,8 +16,8 @@ import tempfile
 import run_e2e as base
 from run_e2e import BUILD, ROOT, Skip, check
 
-STEPS, COUNT = 6, 65536  # 256 KiB of floats per all-reduce
-NIC_GBPS, NVLINK_GBPS = 0.02, 0.0001  # slow links: the modelled time dwarfs host overheads
+STEPS, COUNT = 5, 65536  # 256 KiB of floats per all-reduce
+NIC_GBPS, NVLINK_GBPS = 0.01, 0.00005  # slow links: the modelled time dwarfs host overheads
 
 
 def slow_topology(tmp):
@@ -130,13 +130,14 @@ def test_nccl_exact_and_busbw():
 
 
 def test_nccl_straggler():
-    """Rank 5 computes 300 ms longer before each step: it is the one straggler named, with its
-    arrivals as evidence."""
+    """Rank 5 computes 300 ms longer before each step: it is the only rank named as a straggler
+    (on the communicators it holds up), with its arrivals as evidence, and nothing else is found."""
     with tempfile.TemporaryDirectory() as tmp:
         doc, _ = job(tmp, DDP_SLOW_RANK=5, DDP_SLOW_US=300000)
         s = [f for f in doc["findings"] if f["kind"] == "straggler"]
-        check(len(s) == 1 and s[0]["ranks"] == [5] and "arrived last" in s[0]["evidence"],
-              "straggler findings %s" % doc["findings"])
+        # rank 5 is late on every communicator it is in: one finding per communicator at most
+        check(s and {tuple(f["ranks"]) for f in s} == {(5,)} and len(s) == len(doc["findings"])
+              and all("arrived last" in f["evidence"] for f in s), "findings %s" % doc["findings"])
 
 
 def test_nccl_clock_alignment():
@@ -155,7 +156,8 @@ def test_nccl_clock_alignment():
                   "rank %d offset %.4f (node 0: %.4f), residual %.4f" % (r, c["offset_s"], base0,
                                                                            c["residual_s"]))
         s = [f for f in doc["findings"] if f["kind"] == "straggler"]
-        check(len(s) == 1 and s[0]["ranks"] == [5], "findings %s" % doc["findings"])
+        check(s and {tuple(f["ranks"]) for f in s} == {(5,)} and len(s) == len(doc["findings"]),
+              "findings %s" % doc["findings"])
 
 
 def test_nccl_python_ctypes_threads():
