@@ -134,9 +134,9 @@ $(BUILD)/tests/nccl/%: tests/nccl/%.c $(SIM_NCCL) $(SIM_CUDART)
 
 # Multi-node workload for the simulated cluster: linked to the simulated libibverbs (no -lfoo.so
 # symlink there, so by file name; its IBVERBS_1.1 references resolve against the real one too).
-$(BUILD)/tests/verbs/rail_verbs: tests/verbs/rail_verbs.c $(SIM_VERBS)
+$(BUILD)/tests/verbs/rail_verbs: tests/verbs/rail_verbs.c $(SIM_VERBS) $(SIM_CUDART)
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) -o $@ $< -L$(BUILD)/sim/lib -l:libibverbs.so.1
+	$(CC) $(BASE_CFLAGS) -o $@ $< -L$(BUILD)/sim/lib -l:libibverbs.so.1 -lcudart
 
 # dlsym(RTLD_NEXT) from a library must stay relative to that library under the preload.
 $(BUILD)/tests/verbs/libnext_%.so: tests/verbs/next_lib.c

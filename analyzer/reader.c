@@ -445,6 +445,9 @@ static int decode_record(struct decoder *d, const struct icx_rec *r, char *err, 
             /* their NUMA placement comes in HOST_NUMA records */
         } else if (r->type == ICX_REC_CUDA_ALLOC) {
             p->nallocs++;
+            const struct icx_rec_cuda_alloc *a = (const void *)r;
+            if (size >= sizeof(*a) && a->result == 0 && a->device >= 0 && a->device < ICX_RD_MAX_DEV)
+                p->alloc_bytes[a->device] += a->bytes;
         } else if (r->type == ICX_REC_CUDA_FREE) {
             p->nfrees++;
         } else if (size >= sizeof(struct icx_rec_cuda_copy) &&

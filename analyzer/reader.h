@@ -174,6 +174,7 @@ struct icx_proc {
     struct icx_span *spans;
     size_t nspans, cap_spans;
     uint64_t nallocs, nfrees;
+    uint64_t alloc_bytes[ICX_RD_MAX_DEV]; /* device memory allocated per CUDA device */
     struct icx_rd_device dev[ICX_RD_MAX_DEV];
     char *node_cpus[ICX_RD_MAX_NODES]; /* host NUMA nodes' CPU lists (NULL: no such node) */
     struct icx_rd_thread *threads;

@@ -290,6 +290,68 @@ static void bin_traffic(struct icx_verbs *V, const struct icx_trace *t)
     }
 }
 
+/* The GPU a process drives: its NCCL communicators' device, else where it allocated most. */
+static int primary_gpu(const struct icx_proc *p)
+{
+    for (size_t k = 0; k < p->nncomms; k++)
+        if (p->ncomms[k].device >= 0 && p->ncomms[k].device < ICX_RD_MAX_DEV)
+            return p->ncomms[k].device;
+    int best = -1;
+    for (int d = 0; d < ICX_RD_MAX_DEV; d++)
+        if (p->alloc_bytes[d] && (best < 0 || p->alloc_bytes[d] > p->alloc_bytes[best]))
+            best = d;
+    return best;
+}
+
+/* Rails: a process's RDMA traffic should leave through the NIC closest to its GPU (PCIe path
+ * class from the topology snapshot, nvidia-smi's PIX < PXB < PHB < NODE < SYS).  Traffic through a
+ * NIC farther than the best one the host has for that GPU crosses the CPU or the socket link. */
+static void rail_alignment(const struct icx_verbs *V, const struct icx_trace *t,
+                           struct icx_findings *F)
+{
+    for (size_t i = 0; i < t->nprocs; i++) {
+        const struct icx_proc *p = t->procs[i];
+        int g = primary_gpu(p);
+        if (g < 0)
+            continue;
+        unsigned best = 0;
+        int best_nic = -1;
+        for (int k = 0; k < ICX_RD_MAX_NICS; k++)
+            if (p->nics[k].present && p->nics[k].path[g] &&
+                (!best || p->nics[k].path[g] < best)) {
+                best = p->nics[k].path[g];
+                best_nic = k;
+            }
+        if (!best)
+            continue;
+        for (size_t q = 0; q < V->nqps; q++) {
+            const struct vqp_row *r = &V->qps[q];
+            if (r->p != p || !(r->out_bytes + r->in_read_bytes) || r->ctx >= ICX_RD_MAX_VCTX)
+                continue;
+            const char *name = p->vctx[r->ctx].name;
+            int k;
+            for (k = 0; k < ICX_RD_MAX_NICS; k++)
+                if (p->nics[k].present && !strcmp(p->nics[k].name, name))
+                    break;
+            if (k == ICX_RD_MAX_NICS || !p->nics[k].path[g] || p->nics[k].path[g] <= best)
+                continue;
+            uint64_t bytes = 0;
+            for (size_t x = 0; x < V->nqps; x++)
+                if (V->qps[x].p == p && V->qps[x].ctx == r->ctx)
+                    bytes += V->qps[x].out_bytes + V->qps[x].in_read_bytes;
+            char ev[600], fix[300];
+            snprintf(ev, sizeof(ev), "the process drives GPU %d (%s) but its RDMA traffic (%llu B) "
+                     "goes through %s, %s from that GPU; %s is %s", g, p->dev[g].bus,
+                     (unsigned long long)bytes, name, icx_pci_path_name(p->nics[k].path[g]),
+                     p->nics[best_nic].name, icx_pci_path_name(best));
+            snprintf(fix, sizeof(fix), "use the GPU's own rail: NCCL_IB_HCA=%s for this rank (or fix "
+                     "the launcher's GPU/NIC mapping)", p->nics[best_nic].name);
+            icx_finding_add(F, "rail_misalignment", p, ev, fix);
+            break; /* one finding per process */
+        }
+    }
+}
+
 struct icx_verbs *icx_verbs_compute(const struct icx_trace *t, struct icx_findings *F)
 {
     struct icx_verbs *V = calloc(1, sizeof(*V));
@@ -402,6 +464,7 @@ struct icx_verbs *icx_verbs_compute(const struct icx_trace *t, struct icx_findin
     }
     bin_traffic(V, t);
     rails(V, F);
+    rail_alignment(V, t, F);
     return V;
 }
 

@@ -200,6 +200,19 @@ static int icx_classify(const void *ptr)
 void icx_cuda_drained(struct icx_frame *f, const struct icx_rec *r)
 {
     (void)f;
+    /* A device the process allocates on, or runs a communicator on, is one it drives. */
+    if (r->type == ICX_REC_CUDA_ALLOC) {
+        const struct icx_rec_cuda_alloc *a = (const struct icx_rec_cuda_alloc *)r;
+        if ((unsigned)a->device < 64 && a->result == 0)
+            icx_cuda_seen_devices |= 1ull << a->device;
+        return;
+    }
+    if (r->type == ICX_REC_NCCL_COMM) {
+        const struct icx_rec_nccl_comm *n = (const struct icx_rec_nccl_comm *)r;
+        if ((unsigned)n->device < 64)
+            icx_cuda_seen_devices |= 1ull << n->device;
+        return;
+    }
     if (r->type == ICX_REC_CUDA_HOST_COPY) {
         const struct icx_rec_cuda_host_copy *h = (const struct icx_rec_cuda_host_copy *)r;
         if ((unsigned)h->device < 64)

@@ -121,9 +121,10 @@ def test_sim_rails_clean():
 
 
 def test_sim_rails_faults():
-    """Rank 3 told to use mlx5_4 (its own rail mlx5_3 idle, mlx5_4 doubled), mlx5_6 of node 1
-    trained down to 1x, and rank 12 posting one WRITE to unregistered memory: exactly those three
-    NICs and that rank's failed completion named, bytes still equal the truth."""
+    """Rank 3 told to use mlx5_4 (its own rail mlx5_3 idle, mlx5_4 doubled, and rank 3's traffic
+    leaving GPU 3 through a NIC on the other socket), mlx5_6 of node 1 trained down to 1x, and rank
+    12 posting one WRITE to unregistered memory: exactly those three NICs, rank 3's rail
+    misalignment and rank 12's failed completion named; bytes still equal the truth."""
     with tempfile.TemporaryDirectory() as tmp:
         doc, want, truth = sim_job(tmp, "--hca", "3:mlx5_4", "--slow-nic", "1:mlx5_6", bad_rank=12)
         check_sim_bytes(doc, want, truth)
@@ -133,6 +134,10 @@ def test_sim_rails_faults():
         errs = [f for f in doc["findings"] if f["kind"] == "rdma_completion_error"]
         check(len(errs) == 1 and errs[0]["ranks"] == [12] and "REM_ACCESS_ERR" in errs[0]["evidence"],
               "completion error findings %s" % errs)
+        rail = [f for f in doc["findings"] if f["kind"] == "rail_misalignment"]
+        check(len(rail) == 1 and rail[0]["ranks"] == [3] and "GPU 3" in rail[0]["evidence"] and
+              "mlx5_4, SYS" in rail[0]["evidence"] and "mlx5_3 is PIX" in rail[0]["evidence"],
+              "rail findings %s" % rail)
         nic = [n for n in doc["verbs"]["nics"] if n["host"] == "simnode1" and n["nic"] == truth[12]["nic"]]
         check(nic and nic[0]["completion_errors"] == 1, "NIC rows %s" % nic)
 

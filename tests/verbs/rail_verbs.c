@@ -8,6 +8,7 @@
  * complete with an error (posted, so counted; E = 1).
  *
  *   rail_verbs DIR ITERS SIZE [BAD_RANK] */
+#include <cuda_runtime_api.h>
 #include <infiniband/verbs.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,6 +73,10 @@ int main(int argc, char **argv)
         return 2;
     int nodes = world / lws, node = rank / lws;
     int peer = ((node + 1) % nodes) * lws + lr;
+    /* The GPU this rank drives (its staging buffer lives there), as a training rank would. */
+    void *gpu_buf = NULL;
+    if (cudaSetDevice(lr) != cudaSuccess || cudaMalloc(&gpu_buf, size) != cudaSuccess)
+        die("cuda");
     char want[64];
     const char *hca = getenv("NCCL_IB_HCA");
     snprintf(want, sizeof(want), "%s", hca && *hca ? hca : "");
