@@ -40,6 +40,8 @@ struct vnic {
     double bin_s, *bins;     /* bytes its posted requests moved, per bin of bin_s from t0 */
     size_t nbins;
     double peak_bps;
+    int has_counters; /* the port's own data counters, over the traced window */
+    uint64_t counter_tx, counter_rx;
 };
 
 struct vpair {
@@ -290,6 +292,43 @@ static void bin_traffic(struct icx_verbs *V, const struct icx_trace *t)
     }
 }
 
+/* Set each NIC's traced bytes against its port counters: the growth of port_xmit_data and
+ * port_rcv_data between the first and the last sample any process of the host took.  The
+ * counters also count what no traced process sent (other jobs, headers, retransmissions). */
+static void port_counters(struct icx_verbs *V, const struct icx_trace *t)
+{
+    for (size_t i = 0; i < V->nnics; i++) {
+        struct vnic *n = &V->nics[i];
+        double t0 = INFINITY, t1 = -INFINITY;
+        uint64_t tx0 = 0, rx0 = 0, tx1 = 0, rx1 = 0;
+        for (size_t k = 0; k < t->nprocs; k++) {
+            const struct icx_proc *p = t->procs[k];
+            if (strcmp(host_of(p), n->host))
+                continue;
+            for (size_t c = 0; c < p->ncsamples; c++) {
+                const struct icx_counter_sample *x = &p->csamples[c];
+                if (!x->nic || strcmp(x->bus, n->name))
+                    continue;
+                if (x->t < t0) {
+                    t0 = x->t;
+                    tx0 = x->tx;
+                    rx0 = x->rx;
+                }
+                if (x->t > t1) {
+                    t1 = x->t;
+                    tx1 = x->tx;
+                    rx1 = x->rx;
+                }
+            }
+        }
+        if (t1 > t0) {
+            n->has_counters = 1;
+            n->counter_tx = tx1 >= tx0 ? tx1 - tx0 : 0;
+            n->counter_rx = rx1 >= rx0 ? rx1 - rx0 : 0;
+        }
+    }
+}
+
 /* The GPU a process drives: its NCCL communicators' device, else where it allocated most. */
 static int primary_gpu(const struct icx_proc *p)
 {
@@ -463,6 +502,7 @@ struct icx_verbs *icx_verbs_compute(const struct icx_trace *t, struct icx_findin
         n->rate_bps = span > 0 ? (double)(n->tx_bytes + n->rx_bytes) / span : NAN;
     }
     bin_traffic(V, t);
+    port_counters(V, t);
     rails(V, F);
     rail_alignment(V, t, F);
     return V;
@@ -529,6 +569,15 @@ void icx_verbs_json(struct icx_json *j, const struct icx_verbs *V)
         icx_json_num(j, "mean_bytes_per_s", n->rate_bps);
         icx_json_num(j, "utilization", n->rate_mbps ? n->rate_bps * 8 / (n->rate_mbps * 1e6) : NAN);
         icx_json_num(j, "peak_bytes_per_s", n->nbins ? n->peak_bps : NAN);
+        if (n->has_counters) {
+            icx_json_int(j, "counter_tx_bytes", (long long)n->counter_tx);
+            icx_json_int(j, "counter_rx_bytes", (long long)n->counter_rx);
+            icx_json_int(j, "untraced_tx_bytes", (long long)n->counter_tx - (long long)n->tx_bytes);
+            icx_json_int(j, "untraced_rx_bytes", (long long)n->counter_rx - (long long)n->rx_bytes);
+        } else {
+            icx_json_null(j, "counter_tx_bytes");
+            icx_json_null(j, "counter_rx_bytes");
+        }
         icx_json_num(j, "peak_utilization",
                      n->rate_mbps && n->nbins ? n->peak_bps * 8 / (n->rate_mbps * 1e6) : NAN);
         icx_json_num(j, "bin_s", n->nbins ? n->bin_s : NAN);

@@ -88,9 +88,19 @@ def sim_job(tmp, *faults, bad_rank=None):
     return doc, want, truth
 
 
-def check_sim_bytes(doc, want, truth):
+def check_sim_bytes(doc, want, truth, failed_writes=None):
     got = {(n["host"], n["nic"]): [n["tx_bytes"], n["rx_bytes"]] for n in doc["verbs"]["nics"]
            if n["tx_bytes"] or n["rx_bytes"]}
+    # The simulated NICs advance their port counters by the payload they really moved: traced
+    # (posted) bytes equal them, but for a posted WRITE that failed, which moved nothing.
+    failed = failed_writes or {}
+    for n in doc["verbs"]["nics"]:
+        key = (n["host"], n["nic"])
+        check(n["counter_tx_bytes"] is not None, "no port counters for %s" % (key,))
+        f_tx, f_rx = failed.get(key, (0, 0))
+        check(n["counter_tx_bytes"] == n["tx_bytes"] - f_tx and n["counter_rx_bytes"] == n["rx_bytes"] - f_rx,
+              "%s counters tx %d rx %d, traced tx %d rx %d" % (key, n["counter_tx_bytes"],
+                                                                 n["counter_rx_bytes"], n["tx_bytes"], n["rx_bytes"]))
     check(got == want, "per-NIC bytes %s, truth %s" % (sorted(got.items()), sorted(want.items())))
     out = [sum(t["out"] for t in truth.values() if t["node"] == n) for n in (0, 1)]
     matrix = {(m["src"], m["dst"]): m["bytes"] for m in doc["verbs"]["node_matrix"]}
@@ -127,7 +137,9 @@ def test_sim_rails_faults():
     misalignment and rank 12's failed completion named; bytes still equal the truth."""
     with tempfile.TemporaryDirectory() as tmp:
         doc, want, truth = sim_job(tmp, "--hca", "3:mlx5_4", "--slow-nic", "1:mlx5_6", bad_rank=12)
-        check_sim_bytes(doc, want, truth)
+        bad, peer = truth[12], truth[truth[12]["peer"]]
+        check_sim_bytes(doc, want, truth, {("simnode1", bad["nic"]): (SIM_SIZE, 0),
+                                           ("simnode%d" % peer["node"], peer["nic"]): (0, SIM_SIZE)})
         expect = [("nic_degraded", "simnode1", "mlx5_6"), ("nic_imbalance", "simnode0", "mlx5_3"),
                   ("nic_imbalance", "simnode0", "mlx5_4")]
         check(nic_findings(doc) == expect, "findings %s, want %s" % (nic_findings(doc), expect))

@@ -14,7 +14,9 @@
  *
  * Node identity: $ICXSIM_NODE (the launcher's node index) makes GIDs, GUIDs and LIDs unique per
  * simulated node.  Fault injection: $ICXSIM_SLOW_NICS (comma-separated names) reports those ports
- * at 1x width instead of 4x. */
+ * at 1x width instead of 4x.  With $ICXSIM_SYSFS (the node's fake sysfs root), every transfer
+ * also advances the NICs' port data counters there (port_xmit_data / port_rcv_data, 4-byte
+ * words, payload only), on both ends, as the hardware counters would. */
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -46,6 +48,7 @@ struct f_recv {
 struct f_qp {
     int used;
     pid_t pid;
+    char sysfs[256]; /* the owner's node sysfs root ("" none) */
     uint32_t node, nic, state, dest_qpn, send_cq, recv_cq, sig_all;
     uint64_t rq_head, rq_tail;
     struct f_recv rq[F_RQ];
@@ -158,6 +161,30 @@ static int slow_nic(int nic)
     return 0;
 }
 
+/* Add bytes to a NIC's port counter in a node's fake sysfs; fabric locked (one writer). */
+static void counter_add(const char *root, int nic, const char *name, uint64_t bytes)
+{
+    if (!root[0] || nic < 0 || nic >= topo.nnics || !bytes)
+        return;
+    char path[512], tmp[520], buf[64] = "0";
+    snprintf(path, sizeof(path), "%s/sys/class/infiniband/%s/ports/1/counters/%s", root,
+             topo.nic[nic].name, name);
+    FILE *f = fopen(path, "r");
+    if (f) {
+        if (!fgets(buf, sizeof(buf), f))
+            buf[0] = 0;
+        fclose(f);
+    }
+    unsigned long long words = strtoull(buf, NULL, 10) + (bytes + 3) / 4;
+    snprintf(tmp, sizeof(tmp), "%s.%d", path, (int)getpid());
+    f = fopen(tmp, "w");
+    if (!f)
+        return;
+    fprintf(f, "%llu\n", words);
+    fclose(f);
+    rename(tmp, path); /* readers see the old or the new value, never half */
+}
+
 /* ---- CQs in the fabric ---- */
 
 static void cq_push(uint32_t id, const struct ibv_wc *wc)
@@ -210,12 +237,18 @@ static enum ibv_wc_status do_send(struct f_qp *q, uint32_t qpn, const struct ibv
         moved = total ? process_vm_writev(p->pid, local, (unsigned long)n, &remote, 1, 0) : 0;
         if (moved != (ssize_t)total)
             return IBV_WC_REM_ACCESS_ERR;
+        counter_add(q->sysfs, (int)q->nic, "port_xmit_data", total);
+        counter_add(p->sysfs, (int)p->nic, "port_rcv_data", total);
         if (w->opcode == IBV_WR_RDMA_WRITE)
             return IBV_WC_SUCCESS;
     } else if (w->opcode == IBV_WR_RDMA_READ) {
         struct iovec remote = {(void *)(uintptr_t)w->wr.rdma.remote_addr, total};
         moved = total ? process_vm_readv(p->pid, local, (unsigned long)n, &remote, 1, 0) : 0;
-        return moved == (ssize_t)total ? IBV_WC_SUCCESS : IBV_WC_REM_ACCESS_ERR;
+        if (moved != (ssize_t)total)
+            return IBV_WC_REM_ACCESS_ERR;
+        counter_add(p->sysfs, (int)p->nic, "port_xmit_data", total);
+        counter_add(q->sysfs, (int)q->nic, "port_rcv_data", total);
+        return IBV_WC_SUCCESS;
     } else if (w->opcode != IBV_WR_SEND && w->opcode != IBV_WR_SEND_WITH_IMM) {
         return IBV_WC_REM_INV_REQ_ERR;
     }
@@ -239,6 +272,8 @@ static enum ibv_wc_status do_send(struct f_qp *q, uint32_t qpn, const struct ibv
         if (moved != (ssize_t)total)
             return IBV_WC_REM_ACCESS_ERR;
         len = (uint32_t)total;
+        counter_add(q->sysfs, (int)q->nic, "port_xmit_data", total);
+        counter_add(p->sysfs, (int)p->nic, "port_rcv_data", total);
     }
     struct ibv_wc wc = {.wr_id = r.wr_id, .status = IBV_WC_SUCCESS,
                         .opcode = w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM ? IBV_WC_RECV_RDMA_WITH_IMM
@@ -523,6 +558,8 @@ SIM_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_at
         q->send_cq = (uint32_t)((struct sim_cq *)a->send_cq)->id;
         q->recv_cq = (uint32_t)((struct sim_cq *)a->recv_cq)->id;
         q->sig_all = (uint32_t)a->sq_sig_all;
+        const char *root = getenv("ICXSIM_SYSFS");
+        snprintf(q->sysfs, sizeof(q->sysfs), "%s", root ? root : "");
     }
     unlock();
     if (id == F_QPS) {
