@@ -206,6 +206,7 @@ struct icx_proc {
     struct icx_rd_vwc_err *vwc_errs;
     size_t nvwc_errs, cap_vwc_errs;
     uint64_t vmrs, vmr_bytes, vmr_gpu; /* memory regions registered (GPU memory: numa -1) */
+    uint64_t vmr_node_bytes[ICX_RD_MAX_NODES]; /* registered host memory by NUMA node */
     struct icx_rd_ncomm *ncomms;
     size_t nncomms, cap_ncomms;
     struct icx_rd_ncall *ncalls;

@@ -98,6 +98,8 @@ void icx_read_verbs(struct icx_proc *p, const struct icx_rec *r, size_t size, in
                 p->vmr_bytes += x->length;
                 if (x->dmabuf_fd >= 0 || x->numa_node < 0)
                     p->vmr_gpu++;
+                else if (x->numa_node < ICX_RD_MAX_NODES)
+                    p->vmr_node_bytes[x->numa_node] += x->length;
             }
         }
         break;

@@ -197,6 +197,29 @@ void icx_numa_json(struct icx_json *j, const struct icx_numa *N)
             icx_json_end(j);
         }
         icx_json_end(j);
+        /* RDMA: the NICs it opened, where they sit, and where its registered buffers live */
+        icx_json_arr(j, "rdma_nics");
+        for (int c = 0; c < ICX_RD_MAX_VCTX; c++) {
+            if (!p->vctx[c].present)
+                continue;
+            int node = -1;
+            for (int k = 0; k < ICX_RD_MAX_NICS; k++)
+                if (p->nics[k].present && !strcmp(p->nics[k].name, p->vctx[c].name))
+                    node = p->nics[k].numa;
+            icx_json_obj(j, NULL);
+            icx_json_str(j, "nic", p->vctx[c].name);
+            icx_json_int(j, "numa_node", node);
+            icx_json_end(j);
+        }
+        icx_json_end(j);
+        icx_json_obj(j, "rdma_buffer_bytes_by_node");
+        for (int n = 0; n < ICX_RD_MAX_NODES; n++)
+            if (p->vmr_node_bytes[n]) {
+                char key[16];
+                snprintf(key, sizeof(key), "%d", n);
+                icx_json_int(j, key, (long long)p->vmr_node_bytes[n]);
+            }
+        icx_json_end(j);
         icx_json_arr(j, "pinned_buffers");
         for (size_t k = 0; k < p->nhbufs; k++) {
             icx_json_obj(j, NULL);

@@ -122,6 +122,13 @@ def test_sim_rails_clean():
         doc, want, truth = sim_job(tmp)
         check_sim_bytes(doc, want, truth)
         check(len(want) == 16, "NICs in use: %s" % sorted(want))
+        # per rank: the NIC it opened with its NUMA node, and its registered buffer's node
+        for pl in doc["placement"]:
+            lr = pl["rank"] % 8
+            check(pl["rdma_nics"] == [{"nic": "mlx5_%d" % lr, "numa_node": 0 if lr < 4 else 1}],
+                  "rank %d rdma_nics %s" % (pl["rank"], pl["rdma_nics"]))
+            check(sum(pl["rdma_buffer_bytes_by_node"].values()) == 2 * SIM_SIZE,
+                  "rank %d registered %s" % (pl["rank"], pl["rdma_buffer_bytes_by_node"]))
         check(doc["findings"] == [], "findings on a clean run: %s" % doc["findings"])
         for n in doc["verbs"]["nics"]:  # over time: the bins hold exactly the posted bytes
             posted = n["tx_bytes"] if n["tx_bytes"] else 0
