@@ -54,7 +54,7 @@ def test_dlvsym_versions():
 SIM_ITERS, SIM_SIZE = 100, 8192
 
 
-def sim_job(tmp, *faults, bad_rank=None):
+def sim_job(tmp, *faults, bad_rank=None, **env_extra):
     """Run rail_verbs over 2 simulated 8-GPU/8-NIC nodes; the analysis and the expected bytes per
     (host, NIC) from the ranks' own truth files."""
     if os.geteuid() != 0:
@@ -66,6 +66,7 @@ def sim_job(tmp, *faults, bad_rank=None):
     env["LD_PRELOAD"] = env["LD_PRELOAD"].replace(base.LIB, "").strip(":")
     for k in ("LD_LIBRARY_PATH", "ICX_OUTPUT", "ICXSIM_TOPOLOGY"):
         env.pop(k, None)
+    env.update({k: str(v) for k, v in env_extra.items()})
     p = subprocess.run([sim, "--out", tmp] + list(faults) +
                        ["--", os.path.join(VERBS, "rail_verbs"), oob, str(SIM_ITERS), str(SIM_SIZE)] +
                        ([str(bad_rank)] if bad_rank is not None else []),
@@ -159,6 +160,32 @@ def test_sim_rails_faults():
               "rail findings %s" % rail)
         nic = [n for n in doc["verbs"]["nics"] if n["host"] == "simnode1" and n["nic"] == truth[12]["nic"]]
         check(nic and nic[0]["completion_errors"] == 1, "NIC rows %s" % nic)
+
+
+def test_sim_placement_all_kinds():
+    """One 2 x 8 job with one misplaced rank of each kind: rank 2 bound to the other socket's CPUs,
+    rank 13 staging through pinned memory on the remote node (this machine has one real NUMA
+    node, so pinned pages land on node 0: remote for GPU 5), rank 3 on a NIC not on its GPU's
+    switch.  Each is named with the right nodes and fix; nothing else is (rank 3's move also idles
+    mlx5_3 and doubles mlx5_4, which the rail check names)."""
+    if not {0, 1} <= os.sched_getaffinity(0):
+        raise Skip("needs CPUs 0 and 1")
+    if open("/sys/devices/system/node/online").read().strip() != "0":
+        raise Skip("this machine has several real NUMA nodes; pinned pages may land on either")
+    with tempfile.TemporaryDirectory() as tmp:
+        doc, want, truth = sim_job(tmp, "--misplace-cpu", "2", "--remote-memory", "13", "--hca",
+                                   "3:mlx5_4", RAIL_STAGE_MS=400)
+        check_sim_bytes(doc, want, truth)
+        got = sorted((f["kind"], tuple(f["ranks"]) or f["evidence"].split()[0]) for f in doc["findings"])
+        expect = sorted([("numa_misaffinity", (2,)), ("numa_misaffinity", (13,)),
+                         ("rail_misalignment", (3,)), ("nic_imbalance", "mlx5_3"),
+                         ("nic_imbalance", "mlx5_4")])
+        check(got == expect, "findings %s, want %s" % (got, expect))
+        fixes = {f["ranks"][0]: f for f in doc["findings"] if f["kind"] == "numa_misaffinity"}
+        check("--cpunodebind=0 --membind=0" in fixes[2]["fix"] and "node 1" in fixes[2]["evidence"],
+              "rank 2: %s" % fixes[2])
+        check("--cpunodebind=1 --membind=1" in fixes[13]["fix"] and "on node 0" in fixes[13]["evidence"],
+              "rank 13: %s" % fixes[13])
 
 
 # ---- the real verbs stack (one VM boot for all of them) ----

@@ -7,12 +7,17 @@
  * rank finally posts one more RDMA WRITE to an address the peer never registered, which must
  * complete with an error (posted, so counted; E = 1).
  *
- *   rail_verbs DIR ITERS SIZE [BAD_RANK] */
+ *   rail_verbs DIR ITERS SIZE [BAD_RANK]
+ *
+ * RAIL_STAGE_MS=N first stages data host -> GPU -> host for N ms from the main thread, through
+ * pinned memory when ICXSIM_PINNED=1 (else pageable), as a data loader feeding the GPU would:
+ * where that thread runs and where the pinned pages live are what NUMA placement is about. */
 #include <cuda_runtime_api.h>
 #include <infiniband/verbs.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static void die(const char *what)
@@ -77,6 +82,27 @@ int main(int argc, char **argv)
     void *gpu_buf = NULL;
     if (cudaSetDevice(lr) != cudaSuccess || cudaMalloc(&gpu_buf, size) != cudaSuccess)
         die("cuda");
+    long stage_ms = getenv("RAIL_STAGE_MS") ? atol(getenv("RAIL_STAGE_MS")) : 0;
+    if (stage_ms > 0) {
+        const char *pin = getenv("ICXSIM_PINNED");
+        int pinned = pin && !strcmp(pin, "1");
+        void *host = NULL;
+        if (pinned ? cudaHostAlloc(&host, size, cudaHostAllocDefault) != cudaSuccess
+                   : !(host = calloc(1, size)))
+            die("staging buffer");
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        do {
+            if (cudaMemcpy(gpu_buf, host, size, cudaMemcpyHostToDevice) ||
+                cudaMemcpy(host, gpu_buf, size, cudaMemcpyDeviceToHost))
+                die("staging copy");
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+        } while ((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 < stage_ms);
+        if (pinned)
+            cudaFreeHost(host);
+        else
+            free(host);
+    }
     char want[64];
     const char *hca = getenv("NCCL_IB_HCA");
     snprintf(want, sizeof(want), "%s", hca && *hca ? hca : "");
