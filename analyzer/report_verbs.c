@@ -49,7 +49,18 @@ struct vpair {
     uint64_t bytes;
 };
 
+/* GPU <-> NIC, per host: the RDMA bytes that processes driving a GPU moved through a NIC. */
+struct gpunic {
+    char host[128], gpu_bus[32], nic[64];
+    int gpu;
+    unsigned path;
+    uint64_t bytes;
+    double t0, t1;
+};
+
 struct icx_verbs {
+    struct gpunic *gn;
+    size_t ngn;
     struct vqp_row *qps;
     size_t nqps;
     struct vnic *nics;
@@ -391,6 +402,57 @@ static void rail_alignment(const struct icx_verbs *V, const struct icx_trace *t,
     }
 }
 
+static void gpu_nic_matrix(struct icx_verbs *V, const struct icx_trace *t)
+{
+    for (size_t i = 0; i < t->nprocs; i++) {
+        const struct icx_proc *p = t->procs[i];
+        int g = primary_gpu(p);
+        if (g < 0)
+            continue;
+        for (size_t q = 0; q < V->nqps; q++) {
+            const struct vqp_row *r = &V->qps[q];
+            uint64_t b = r->out_bytes + r->in_read_bytes;
+            if (r->p != p || !b || r->ctx >= ICX_RD_MAX_VCTX)
+                continue;
+            const char *nic = p->vctx[r->ctx].name;
+            unsigned path = 0;
+            for (int k = 0; k < ICX_RD_MAX_NICS; k++)
+                if (p->nics[k].present && !strcmp(p->nics[k].name, nic))
+                    path = p->nics[k].path[g];
+            double t0 = INFINITY, t1 = -INFINITY;
+            for (size_t x = 0; x < p->nvtraffic; x++)
+                if (p->vtraffic[x].ctx == r->ctx && p->vtraffic[x].qp_num == r->qpn &&
+                    p->vtraffic[x].kind == ICX_VK_SEND) {
+                    t0 = fmin(t0, p->vtraffic[x].t0);
+                    t1 = fmax(t1, p->vtraffic[x].t1);
+                }
+            struct gpunic *e = NULL;
+            for (size_t k = 0; k < V->ngn && !e; k++)
+                if (!strcmp(V->gn[k].host, host_of(p)) && !strcmp(V->gn[k].gpu_bus, p->dev[g].bus) &&
+                    !strcmp(V->gn[k].nic, nic))
+                    e = &V->gn[k];
+            if (!e) {
+                struct gpunic *n = realloc(V->gn, (V->ngn + 1) * sizeof(*n));
+                if (!n)
+                    continue;
+                V->gn = n;
+                e = &V->gn[V->ngn++];
+                memset(e, 0, sizeof(*e));
+                snprintf(e->host, sizeof(e->host), "%s", host_of(p));
+                snprintf(e->gpu_bus, sizeof(e->gpu_bus), "%s", p->dev[g].bus);
+                snprintf(e->nic, sizeof(e->nic), "%s", nic);
+                e->gpu = g;
+                e->path = path;
+                e->t0 = INFINITY;
+                e->t1 = -INFINITY;
+            }
+            e->bytes += b;
+            e->t0 = fmin(e->t0, t0);
+            e->t1 = fmax(e->t1, t1);
+        }
+    }
+}
+
 struct icx_verbs *icx_verbs_compute(const struct icx_trace *t, struct icx_findings *F)
 {
     struct icx_verbs *V = calloc(1, sizeof(*V));
@@ -505,6 +567,7 @@ struct icx_verbs *icx_verbs_compute(const struct icx_trace *t, struct icx_findin
     port_counters(V, t);
     rails(V, F);
     rail_alignment(V, t, F);
+    gpu_nic_matrix(V, t);
     return V;
 }
 
@@ -541,6 +604,18 @@ void icx_verbs_print(FILE *out, const struct icx_verbs *V)
                     r->p->pid, nic, r->qpn, icx_verbs_opcode_name(r->ops[o].kind, r->ops[o].opcode),
                     (unsigned long long)r->ops[o].count, (unsigned long long)r->ops[o].bytes,
                     peer);
+    }
+    if (V->ngn) {
+        fprintf(out, "\nGPU <-> NIC (RDMA of the processes driving each GPU)\n");
+        fprintf(out, "  %-16s %4s %-14s %-10s %-5s %14s %10s\n", "host", "gpu", "pci", "nic", "path",
+                "bytes", "GB/s");
+        for (size_t i = 0; i < V->ngn; i++) {
+            const struct gpunic *e = &V->gn[i];
+            double span = e->t1 - e->t0;
+            fprintf(out, "  %-16s %4d %-14s %-10s %-5s %14llu %10.3f\n", e->host, e->gpu,
+                    e->gpu_bus, e->nic, icx_pci_path_name(e->path), (unsigned long long)e->bytes,
+                    span > 0 ? (double)e->bytes / span / 1e9 : 0.0);
+        }
     }
     fprintf(out, "\nRDMA bytes node -> node\n");
     for (size_t i = 0; i < V->npairs; i++)
@@ -634,6 +709,21 @@ void icx_verbs_json(struct icx_json *j, const struct icx_verbs *V)
         icx_json_end(j);
     }
     icx_json_end(j);
+    icx_json_arr(j, "gpu_nic");
+    for (size_t i = 0; V && i < V->ngn; i++) {
+        const struct gpunic *e = &V->gn[i];
+        double span = e->t1 - e->t0;
+        icx_json_obj(j, NULL);
+        icx_json_str(j, "host", e->host);
+        icx_json_int(j, "gpu", e->gpu);
+        icx_json_str(j, "gpu_pci", e->gpu_bus);
+        icx_json_str(j, "nic", e->nic);
+        icx_json_str(j, "path", icx_pci_path_name(e->path));
+        icx_json_int(j, "bytes", (long long)e->bytes);
+        icx_json_num(j, "bytes_per_s", span > 0 ? (double)e->bytes / span : NAN);
+        icx_json_end(j);
+    }
+    icx_json_end(j);
     icx_json_arr(j, "node_matrix");
     for (size_t i = 0; V && i < V->npairs; i++) {
         icx_json_obj(j, NULL);
@@ -652,6 +742,7 @@ void icx_verbs_free(struct icx_verbs *V)
         return;
     for (size_t i = 0; i < V->nnics; i++)
         free(V->nics[i].bins);
+    free(V->gn);
     free(V->qps);
     free(V->nics);
     free(V->pairs);

@@ -154,6 +154,10 @@ def test_sim_rails_faults():
         errs = [f for f in doc["findings"] if f["kind"] == "rdma_completion_error"]
         check(len(errs) == 1 and errs[0]["ranks"] == [12] and "REM_ACCESS_ERR" in errs[0]["evidence"],
               "completion error findings %s" % errs)
+        gn = {(e["host"], e["gpu"]): e for e in doc["verbs"]["gpu_nic"]}
+        check(gn[("simnode0", 3)]["nic"] == "mlx5_4" and gn[("simnode0", 3)]["path"] == "SYS" and
+              gn[("simnode0", 2)]["path"] == "PIX" and len(gn) == 16,
+              "GPU <-> NIC %s" % sorted((k, v["nic"], v["path"]) for k, v in gn.items()))
         rail = [f for f in doc["findings"] if f["kind"] == "rail_misalignment"]
         check(len(rail) == 1 and rail[0]["ranks"] == [3] and "GPU 3" in rail[0]["evidence"] and
               "mlx5_4, SYS" in rail[0]["evidence"] and "mlx5_3 is PIX" in rail[0]["evidence"],
