@@ -120,6 +120,16 @@ struct icx_nsym {
     static struct icx_nsym icx_nsym_##name = {                                                     \
         {"p" #name, NCCL_LIB, NULL, NULL}, {#name, NCCL_LIB, NULL, NULL}, NULL}
 #define ICX_NCCL_REAL(name) ((icx_real_##name##_t)icx_nccl_real(&icx_nsym_##name))
+/* Every wrapper's opening: the real function (or fail), straight through when not tracing or
+ * re-entered, else the bracket `c` begins. */
+#define ICX_NCCL_BEGIN(name, args)                                                                 \
+    icx_real_##name##_t real = ICX_NCCL_REAL(name);                                                \
+    if (!real)                                                                                     \
+        return ncclSystemError;                                                                    \
+    if (!icx_hooks_on())                                                                           \
+        return real args;                                                                          \
+    struct icx_call c;                                                                             \
+    icx_call_enter(&c)
 
 static void *icx_nccl_real(struct icx_nsym *s)
 {
@@ -209,13 +219,7 @@ static void icx_rec_call(enum icx_api api, uint64_t t0, int pending, ncclComm_t 
     ICX_NCCL_DECL(name, params);                                                                   \
     ICX_EXPORT ncclResult_t name params                                                            \
     {                                                                                              \
-        icx_real_##name##_t real = ICX_NCCL_REAL(name);                                            \
-        if (!real)                                                                                 \
-            return ncclSystemError;                                                                \
-        if (!icx_hooks_on())                                                                       \
-            return real args;                                                                      \
-        struct icx_call c;                                                                         \
-        icx_call_enter(&c);                                                                        \
+        ICX_NCCL_BEGIN(name, args);                                                                \
         uint64_t seq = icx_next_seq(comm, peer, dir);                                              \
         icx_rec_call(ICX_API_##name, c.t0, 1, comm, count, (int)(dt), (int)(redop), peer, seq,     \
                      stream, ncclSuccess);                                                         \
@@ -438,13 +442,7 @@ ICX_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncc
 ICX_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
                                       ncclConfig_t *config)
 {
-    icx_real_ncclCommSplit_t real = ICX_NCCL_REAL(ncclCommSplit);
-    if (!real)
-        return ncclSystemError;
-    if (!icx_hooks_on())
-        return real(comm, color, key, newcomm, config);
-    struct icx_call c;
-    icx_call_enter(&c);
+    ICX_NCCL_BEGIN(ncclCommSplit, (comm, color, key, newcomm, config));
     ncclResult_t rc = real(comm, color, key, newcomm, config);
     icx_call_returned(&c);
     /* Every rank of the parent splits in the same order: (parent id, split count, color) names
@@ -545,13 +543,7 @@ static uint64_t icx_comm_id_of(ncclComm_t h, int *rank, int *nranks)
 
 ICX_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *uid)
 {
-    icx_real_ncclGetUniqueId_t real = ICX_NCCL_REAL(ncclGetUniqueId);
-    if (!real)
-        return ncclSystemError;
-    if (!icx_hooks_on())
-        return real(uid);
-    struct icx_call c;
-    icx_call_enter(&c);
+    ICX_NCCL_BEGIN(ncclGetUniqueId, (uid));
     ncclResult_t rc = real(uid);
     icx_call_returned(&c);
     /* the id its communicator will have on every rank: where the job's bootstrap began */
@@ -564,14 +556,8 @@ ICX_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *uid)
 
 ICX_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist)
 {
-    icx_real_ncclCommInitAll_t real = ICX_NCCL_REAL(ncclCommInitAll);
-    if (!real)
-        return ncclSystemError;
-    if (!icx_hooks_on())
-        return real(comms, ndev, devlist);
+    ICX_NCCL_BEGIN(ncclCommInitAll, (comms, ndev, devlist));
     pthread_once(&icx_dump_once, icx_dumps_prepare);
-    struct icx_call c;
-    icx_call_enter(&c);
     ncclResult_t rc = real(comms, ndev, devlist);
     icx_call_returned(&c);
     /* One process holds every rank: an id unique to this call is the same for all of them. */
@@ -589,14 +575,8 @@ ICX_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *
 ICX_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t *comm, int nranks, int rank, int nid,
                                                  ncclUniqueId *ids, ncclConfig_t *config)
 {
-    icx_real_ncclCommInitRankScalable_t real = ICX_NCCL_REAL(ncclCommInitRankScalable);
-    if (!real)
-        return ncclSystemError;
-    if (!icx_hooks_on())
-        return real(comm, nranks, rank, nid, ids, config);
+    ICX_NCCL_BEGIN(ncclCommInitRankScalable, (comm, nranks, rank, nid, ids, config));
     pthread_once(&icx_dump_once, icx_dumps_prepare);
-    struct icx_call c;
-    icx_call_enter(&c);
     ncclResult_t rc = real(comm, nranks, rank, nid, ids, config);
     icx_call_returned(&c);
     uint64_t id = nid > 0 && ids ? icx_fnv(ids, sizeof(*ids) * (size_t)nid, 0xcbf29ce484222325ull) : 0;
@@ -610,13 +590,7 @@ ICX_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t *comm, int nranks, i
 ICX_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int *excl, int nexcl, ncclComm_t *newcomm,
                                        ncclConfig_t *config, int flags)
 {
-    icx_real_ncclCommShrink_t real = ICX_NCCL_REAL(ncclCommShrink);
-    if (!real)
-        return ncclSystemError;
-    if (!icx_hooks_on())
-        return real(comm, excl, nexcl, newcomm, config, flags);
-    struct icx_call c;
-    icx_call_enter(&c);
+    ICX_NCCL_BEGIN(ncclCommShrink, (comm, excl, nexcl, newcomm, config, flags));
     ncclResult_t rc = real(comm, excl, nexcl, newcomm, config, flags);
     icx_call_returned(&c);
     /* Every remaining rank shrinks the same parent the same way: (parent, its split count, the
@@ -648,13 +622,7 @@ ICX_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int *excl, int nexcl, nc
 
 ICX_EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int flags)
 {
-    icx_real_ncclCommRevoke_t real = ICX_NCCL_REAL(ncclCommRevoke);
-    if (!real)
-        return ncclSystemError;
-    if (!icx_hooks_on())
-        return real(comm, flags);
-    struct icx_call c;
-    icx_call_enter(&c);
+    ICX_NCCL_BEGIN(ncclCommRevoke, (comm, flags));
     ncclResult_t rc = real(comm, flags);
     icx_call_returned(&c);
     int rank = -1, nranks = -1;
@@ -667,13 +635,7 @@ ICX_EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int flags)
 /* Polled in loops by non-blocking users: recorded only when it reports an error. */
 ICX_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *err)
 {
-    icx_real_ncclCommGetAsyncError_t real = ICX_NCCL_REAL(ncclCommGetAsyncError);
-    if (!real)
-        return ncclSystemError;
-    if (!icx_hooks_on())
-        return real(comm, err);
-    struct icx_call c;
-    icx_call_enter(&c);
+    ICX_NCCL_BEGIN(ncclCommGetAsyncError, (comm, err));
     ncclResult_t rc = real(comm, err);
     icx_call_returned(&c);
     if (rc == ncclSuccess && err && *err != ncclSuccess && *err != ncclInProgress) {
@@ -690,13 +652,7 @@ ICX_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *err
 #define ICX_NCCL_REG(name, params, args, comm, size)                                               \
     ICX_EXPORT ncclResult_t name params                                                            \
     {                                                                                              \
-        icx_real_##name##_t real = ICX_NCCL_REAL(name);                                            \
-        if (!real)                                                                                 \
-            return ncclSystemError;                                                                \
-        if (!icx_hooks_on())                                                                       \
-            return real args;                                                                      \
-        struct icx_call c;                                                                         \
-        icx_call_enter(&c);                                                                        \
+        ICX_NCCL_BEGIN(name, args);                                                                \
         ncclResult_t rc = real args;                                                               \
         icx_call_returned(&c);                                                                     \
         icx_rec_call(ICX_API_##name, c.t0, 0, comm, size, ncclUint8, -1, -1, 0, NULL, rc);         \
