@@ -13,8 +13,9 @@
  * instance the skew is last arrival - first.  A rank is named when the instances it arrived last
  * at hold at least half of a communicator's total skew (it is why the others waited), it was last
  * at 3 or more of them and at a quarter of all (a straggler is persistent; a loaded host makes
- * any rank late now and then), and their median skew is at least 5 ms and 4 times the median skew of the
- * instances where someone else was last (below that it is the usual jitter of arrivals, which on
+ * any rank late now and then), and their median skew is at least 5 ms, 4 times the median skew of the
+ * instances where someone else was last, and a quarter of the communicator's median instance
+ * time (a wait that small next to the collective itself is not worth a finding) (below that it is the usual jitter of arrivals, which on
  * an oversubscribed host always has a loser).
  *
  * Hangs and post-mortems: every call is written on entry too, so a call that never returned is in
@@ -633,7 +634,18 @@ struct icx_nccl *icx_nccl_compute(const struct icx_trace *t, struct icx_findings
                 usual = pct(others, no, 0.5);
             }
             free(others);
-            if (mine < 0.5 * c->total_skew || med < 5e-3 || med < 4 * usual)
+            /* the communicator's median instance time, over all its ops */
+            double *all = malloc(sizeof(double) * (c->nskews + 1)), typical = 0;
+            size_t na = 0;
+            for (int o = 0; all && o < 8; o++)
+                for (size_t k = 0; k < c->op[o].ndur && na < c->nskews + 1; k++)
+                    all[na++] = c->op[o].dur[k];
+            if (all && na) {
+                qsort(all, na, sizeof(double), dcmp);
+                typical = pct(all, na, 0.5);
+            }
+            free(all);
+            if (mine < 0.5 * c->total_skew || med < 5e-3 || med < 4 * usual || med < 0.25 * typical)
                 continue;
             char ev[600];
             const struct icx_proc *who = NULL;

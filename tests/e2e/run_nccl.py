@@ -143,10 +143,10 @@ def test_nccl_straggler():
 def test_nccl_clock_alignment():
     """Node 1's tracer writes wall times 250 ms ahead (ICX_TEST_CLOCK_OFFSET_MS): the analyzer
     estimates every node-1 rank 250 +- 5 ms ahead of every node-0 rank with residuals under 5 ms,
-    and on the aligned timeline the rank delayed 100 ms per step (5, on node 0, which the raw
-    clocks would show arriving 150 ms *early*) is still the one straggler."""
+    and on the aligned timeline the rank delayed 200 ms per step (5, on node 0, which the raw
+    clocks would show arriving 50 ms *early*) is still the one straggler."""
     with tempfile.TemporaryDirectory() as tmp:
-        doc, _ = job(tmp, sim_args=("--clock-offset", "1:250"), DDP_SLOW_RANK=5, DDP_SLOW_US=100000)
+        doc, _ = job(tmp, sim_args=("--clock-offset", "1:250"), DDP_SLOW_RANK=5, DDP_SLOW_US=200000)
         off = {c["rank"]: c for c in doc["clock_alignment"]}
         check(sorted(off) == list(range(16)), "aligned ranks %s" % sorted(off))
         base0 = sorted(off[r]["offset_s"] for r in range(8))[4]
