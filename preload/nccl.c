@@ -313,6 +313,17 @@ ICX_NCCL_DECL(ncclCommDestroy, (ncclComm_t));
 ICX_NCCL_DECL(ncclCommAbort, (ncclComm_t));
 ICX_NCCL_DECL(ncclCommFinalize, (ncclComm_t));
 
+/* Rank and size of a communicator NCCL made for us (split, shrink), asked of NCCL itself. */
+static void icx_comm_shape(ncclComm_t h, int *rank, int *nranks)
+{
+    icx_real_ncclCommCount_t fc = ICX_NCCL_REAL(ncclCommCount);
+    icx_real_ncclCommUserRank_t fu = ICX_NCCL_REAL(ncclCommUserRank);
+    if (h && fc)
+        fc(h, nranks);
+    if (h && fu)
+        fu(h, rank);
+}
+
 static void icx_comm_created(enum icx_api api, uint64_t t0, ncclComm_t *out, uint64_t id,
                              uint64_t parent, int rank, int nranks, int color, int key,
                              ncclResult_t rc)
@@ -457,14 +468,8 @@ ICX_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclC
     pthread_mutex_unlock(&icx_ncomm_lock);
     uint64_t id = icx_fnv(&n, sizeof(n), icx_fnv(&color, sizeof(color), parent ^ 0x5157));
     int rank = -1, nranks = -1;
-    if (rc == ncclSuccess && newcomm && *newcomm) {
-        icx_real_ncclCommCount_t fc = ICX_NCCL_REAL(ncclCommCount);
-        icx_real_ncclCommUserRank_t fu = ICX_NCCL_REAL(ncclCommUserRank);
-        if (fc)
-            fc(*newcomm, &nranks);
-        if (fu)
-            fu(*newcomm, &rank);
-    }
+    if (rc == ncclSuccess && newcomm)
+        icx_comm_shape(*newcomm, &rank, &nranks);
     icx_comm_created(ICX_API_ncclCommSplit, c.t0, newcomm, id, parent, rank, nranks, color, key, rc);
     icx_call_exit(&c);
     return rc;
@@ -606,14 +611,8 @@ ICX_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int *excl, int nexcl, nc
     if (excl && nexcl > 0)
         id = icx_fnv(excl, sizeof(int) * (size_t)nexcl, id);
     int rank = -1, nranks = -1;
-    if (rc == ncclSuccess && newcomm && *newcomm) {
-        icx_real_ncclCommCount_t fc = ICX_NCCL_REAL(ncclCommCount);
-        icx_real_ncclCommUserRank_t fu = ICX_NCCL_REAL(ncclCommUserRank);
-        if (fc)
-            fc(*newcomm, &nranks);
-        if (fu)
-            fu(*newcomm, &rank);
-    }
+    if (rc == ncclSuccess && newcomm)
+        icx_comm_shape(*newcomm, &rank, &nranks);
     icx_comm_created(ICX_API_ncclCommShrink, c.t0, newcomm, id, parent, rank, nranks, nexcl, flags,
                      rc);
     icx_call_exit(&c);
