@@ -34,7 +34,7 @@ BENCH_PROGS := $(BUILD)/bench/bench_copy $(BUILD)/bench/null/libcudart.so.13 $(B
                $(BUILD)/bench/bench_post_send $(BUILD)/bench/null/libibverbs.so.1
 
 .PHONY: all deps test demo sanitize bench clean format fuzz
-NCCL_PROGS := $(BUILD)/tests/nccl/ddp_loop
+NCCL_PROGS := $(BUILD)/tests/nccl/ddp_loop $(BUILD)/tests/nccl/capture_nccl
 VERBS_PROGS := $(BUILD)/tests/verbs/verbs_loop $(BUILD)/tests/verbs/verbs_loop_dl \
                $(BUILD)/tests/verbs/rail_verbs \
                $(BUILD)/tests/verbs/dl_next

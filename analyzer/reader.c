@@ -396,7 +396,7 @@ static int decode_record(struct decoder *d, const struct icx_rec *r, char *err, 
         if (size >= sizeof(struct icx_rec_gpu_span) &&
             !icx_grow((void **)&p->spans, &p->cap_spans, p->nspans, sizeof(*p->spans))) {
             const struct icx_rec_gpu_span *x = (const void *)r;
-            p->spans[p->nspans++] = (struct icx_span){x->copy_id, x->start_ns, x->end_ns};
+            p->spans[p->nspans++] = (struct icx_span){x->copy_id, x->flags, x->start_ns, x->end_ns};
         }
         break;
     case ICX_REC_CUDA_COPY:
@@ -565,7 +565,6 @@ static void finish_proc(struct icx_proc *p)
     p->t_first = lo <= hi ? lo : 0;
     p->t_last = lo <= hi ? hi : 0;
     icx_verbs_finish(p);
-    icx_nccl_finish(p);
 }
 
 static int symbol_cmp(const void *a, const void *b)
@@ -614,26 +613,30 @@ static int span_cmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* The first span with this id (spans sorted by id), or NULL; more may follow with the same id. */
+const struct icx_span *icx_span_find(const struct icx_proc *p, uint32_t id)
+{
+    size_t lo = 0, hi = p->nspans;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (p->spans[mid].copy_id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return id && lo < p->nspans && p->spans[lo].copy_id == id ? &p->spans[lo] : NULL;
+}
+
 static void match_spans(struct icx_proc *p)
 {
     if (p->nspans > 1)
         qsort(p->spans, p->nspans, sizeof(*p->spans), span_cmp);
     for (size_t i = 0; i < p->ncopies; i++) {
         struct icx_copy *c = &p->copies[i];
-        if (!c->copy_id)
-            continue;
-        size_t lo = 0, hi = p->nspans;
-        while (lo < hi) {
-            size_t mid = (lo + hi) / 2;
-            if (p->spans[mid].copy_id < c->copy_id)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        if (lo < p->nspans && p->spans[lo].copy_id == c->copy_id &&
-            p->spans[lo].end_ns >= p->spans[lo].start_ns) {
-            c->gpu_start = (double)p->spans[lo].start_ns / 1e9;
-            c->gpu_end = (double)p->spans[lo].end_ns / 1e9;
+        const struct icx_span *s = icx_span_find(p, c->copy_id);
+        if (s && !s->flags && s->end_ns >= s->start_ns) {
+            c->gpu_start = (double)s->start_ns / 1e9;
+            c->gpu_end = (double)s->end_ns / 1e9;
         }
     }
 }
@@ -747,6 +750,7 @@ int icx_read_buffer(struct icx_trace *t, const char *name, const uint8_t *buf, s
     for (size_t i = first_proc; i < t->nprocs; i++) {
         finish_proc(t->procs[i]);
         match_spans(t->procs[i]);
+        icx_nccl_finish(t->procs[i]); /* after the spans are sorted */
         if (t->procs[i]->nsymbols > 1)
             qsort(t->procs[i]->symbols, t->procs[i]->nsymbols, sizeof(struct icx_symbol),
                   symbol_cmp);

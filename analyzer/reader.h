@@ -24,7 +24,7 @@ struct icx_copy {
 };
 
 struct icx_span {
-    uint32_t copy_id;
+    uint32_t copy_id, flags; /* ICX_SPAN_*: nonzero for work unfinished when the trace ended */
     uint64_t start_ns, end_ns;
 };
 
@@ -157,6 +157,17 @@ struct icx_rd_ncall {
     uint8_t dtype, redop;
     int64_t ts, dur;        /* ticks while reading */
     double t_enter, t_exit; /* monotonic s */
+    uint32_t gpu_id;        /* its span's id (a call in a group: its ncclGroupEnd's); 0: none */
+    int gpu;                /* enum icx_gpu_state */
+    double gpu_start, gpu_end; /* monotonic s, as far as known */
+};
+
+enum icx_gpu_state {
+    ICX_GPU_UNTIMED, /* no events were recorded for it */
+    ICX_GPU_DONE,    /* gpu_start..gpu_end */
+    ICX_GPU_RUNNING, /* started, not finished when the trace ended (gpu_start known) */
+    ICX_GPU_QUEUED,  /* not even started when the trace ended */
+    ICX_GPU_UNKNOWN, /* timed, but no span in the trace (it ended without a final flush) */
 };
 
 struct icx_proc {
@@ -259,6 +270,7 @@ void icx_verbs_finish(struct icx_proc *p);
 void icx_read_nccl(struct icx_proc *p, const struct icx_rec *r, size_t size, int64_t ts,
                    uint32_t tid);
 void icx_nccl_finish(struct icx_proc *p);
+const struct icx_span *icx_span_find(const struct icx_proc *p, uint32_t id);
 const char *icx_verbs_opcode_name(unsigned kind, unsigned opcode);
 const char *icx_wc_status_name(unsigned status);
 int icx_grow(void **arr, size_t *cap, size_t n, size_t sz);

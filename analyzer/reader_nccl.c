@@ -1,4 +1,5 @@
-/* Decoding of the NCCL records (format 1.2, trace_format.h section 11). */
+/* Decoding of the NCCL records (formats 1.2-1.3, trace_format.h section 11). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "reader.h"
@@ -12,7 +13,7 @@ void icx_read_nccl(struct icx_proc *p, const struct icx_rec *r, size_t size, int
         p->ncomms[p->nncomms++] =
             (struct icx_rd_ncomm){r->aux & 0xffff, x->comm,   x->comm_id, x->parent_id, x->rank,
                                   x->nranks,       x->device, x->result,  ts,           0};
-    } else if (r->type == ICX_REC_NCCL_CALL && size >= sizeof(struct icx_rec_nccl_call) &&
+    } else if (r->type == ICX_REC_NCCL_CALL && size >= ICX_NCCL_CALL_SIZE_1_2 &&
                !icx_grow((void **)&p->ncalls, &p->cap_ncalls, p->nncalls, sizeof(*p->ncalls))) {
         const struct icx_rec_nccl_call *x = (const void *)r;
         struct icx_rd_ncall *c = &p->ncalls[p->nncalls++];
@@ -32,6 +33,45 @@ void icx_read_nccl(struct icx_proc *p, const struct icx_rec *r, size_t size, int
         c->redop = x->redop;
         c->ts = ts;
         c->dur = (int64_t)x->e.dur;
+        c->gpu_id = size >= sizeof(*x) ? x->gpu_id : 0;
+    }
+}
+
+struct group_span {
+    uint32_t group, gpu_id;
+};
+
+static int group_cmp(const void *a, const void *b)
+{
+    uint32_t x = ((const struct group_span *)a)->group, y = ((const struct group_span *)b)->group;
+    return x < y ? -1 : x > y;
+}
+
+/* A call's GPU state from its span(s): the union of the spans with its id (a group timed on
+ * several streams), unfinished if any of them is. */
+static void gpu_state(const struct icx_proc *p, struct icx_rd_ncall *c)
+{
+    const struct icx_span *s = icx_span_find(p, c->gpu_id);
+    if (!c->gpu_id) {
+        c->gpu = ICX_GPU_UNTIMED;
+        return;
+    }
+    if (!s) {
+        c->gpu = ICX_GPU_UNKNOWN;
+        return;
+    }
+    c->gpu = ICX_GPU_DONE;
+    c->gpu_start = c->gpu_end = 0;
+    for (; s < p->spans + p->nspans && s->copy_id == c->gpu_id; s++) {
+        int st = s->flags & ICX_SPAN_NO_START ? ICX_GPU_QUEUED
+                 : s->flags & ICX_SPAN_NO_END ? ICX_GPU_RUNNING : ICX_GPU_DONE;
+        if (st == ICX_GPU_RUNNING || (st == ICX_GPU_QUEUED && c->gpu == ICX_GPU_DONE))
+            c->gpu = st;
+        double a = (double)s->start_ns / 1e9, b = (double)s->end_ns / 1e9;
+        if (st != ICX_GPU_QUEUED && (c->gpu_start == 0 || a < c->gpu_start))
+            c->gpu_start = a;
+        if (st == ICX_GPU_DONE && b > c->gpu_end)
+            c->gpu_end = b;
     }
 }
 
@@ -44,4 +84,25 @@ void icx_nccl_finish(struct icx_proc *p)
         c->t_enter = (p->slope * (double)c->ts + p->intercept) / 1e9;
         c->t_exit = c->t_enter + p->slope * (double)c->dur / 1e9;
     }
+    /* Calls in a group take the span of their group's ncclGroupEnd (group ids are unique in a
+     * process). */
+    size_t ng = 0;
+    struct group_span *g = malloc(sizeof(*g) * (p->nncalls + 1));
+    for (size_t i = 0; g && i < p->nncalls; i++)
+        if (p->ncalls[i].api == ICX_API_ncclGroupEnd && !p->ncalls[i].pending &&
+            p->ncalls[i].group && p->ncalls[i].gpu_id)
+            g[ng++] = (struct group_span){p->ncalls[i].group, p->ncalls[i].gpu_id};
+    if (ng > 1)
+        qsort(g, ng, sizeof(*g), group_cmp);
+    for (size_t i = 0; i < p->nncalls; i++) {
+        struct icx_rd_ncall *c = &p->ncalls[i];
+        if (c->group && !c->gpu_id && c->api != ICX_API_ncclGroupEnd && ng) {
+            struct group_span key = {c->group, 0};
+            const struct group_span *f = bsearch(&key, g, ng, sizeof(*g), group_cmp);
+            if (f)
+                c->gpu_id = f->gpu_id;
+        }
+        gpu_state(p, c);
+    }
+    free(g);
 }

@@ -3,8 +3,8 @@
  * A communicator is known on every rank by the same comm_id; a collective instance by (comm_id,
  * seq), a send/recv pair by (comm_id, sender, receiver, seq).  Times are put on one wall-clock
  * timeline (each process's CLOCK anchor).  An instance's duration runs from the last rank's
- * arrival to the last rank's return: the time the operation itself took, which is what bus
- * bandwidth is about (nccl-tests' conventions: size = this rank's buffer, times the number of
+ * start on the GPU to the last rank's GPU finish (calls without GPU timing: host arrival to
+ * return): the time the operation itself took, which is what bus bandwidth is about (nccl-tests' conventions: size = this rank's buffer, times the number of
  * ranks for gathers and scatters; busbw = algbw x 2(n-1)/n for all-reduce, (n-1)/n for all-gather,
  * reduce-scatter, all-to-all, gather, scatter, 1 otherwise).  A call in a group returns with its
  * group's ncclGroupEnd.
@@ -19,9 +19,11 @@
  * an oversubscribed host always has a loser).
  *
  * Hangs and post-mortems: every call is written on entry too, so a call that never returned is in
- * the trace.  For each communicator, the ranks still inside a collective when their traces end
- * wait in that collective instance; the ranks of the communicator that never entered it are the
- * ones they wait for, named with their last recorded NCCL call and how their trace ended. */
+ * the trace, and work NCCL enqueued whose GPU span had started but not finished when the trace
+ * ended is marked so.  For each communicator, the ranks still inside a collective (host or GPU)
+ * when their traces end wait in that collective instance; the ranks of the communicator that
+ * never issued it are the ones they wait for, named with their last recorded NCCL call and how
+ * their trace ended. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,14 +67,17 @@ struct call {
     uint64_t comm_id, seq, bytes;
     int op, rank, peer, nranks;
     double enter, exit;
+    int gpu;                   /* enum icx_gpu_state */
+    double gpu_start, gpu_end; /* on the timeline, when ICX_GPU_DONE */
     const struct icx_proc *p;
 };
 
 struct opstat {
     uint64_t calls, bytes, min_calls, max_calls;
-    double *dur;
-    size_t ndur;
-    double busbw, algbw, p50, p99;
+    double *dur, *gpu, *host; /* instance times; GPU span of every GPU-timed call; host call */
+    size_t ndur, ngpu, nhost;
+    int host_timed; /* instances timed by host enter/exit (untimed on the GPU) */
+    double busbw, algbw, p50, p99, gpu_p50, gpu_p99, host_p50;
 };
 
 struct rankstat {
@@ -83,7 +88,7 @@ struct rankstat {
 };
 
 struct stuck {
-    int op, nwaiting, nmissing;
+    int op, nwaiting, nmissing, ongpu; /* ongpu: of the waiting, inside NCCL's GPU work */
     uint64_t seq;
     double since; /* wall s of the first waiter's entry */
     int *waiting, *missing;
@@ -229,8 +234,10 @@ static struct call *collect(const struct icx_trace *t, size_t *ncalls)
                     break;
                 v = nv;
             }
-            v[n++] = (struct call){cm->comm_id, c->seq, c->bytes, op, cm->rank, c->peer,
-                                   cm->nranks, c->t_enter + off, exit + off, p};
+            v[n++] = (struct call){cm->comm_id, c->seq,      c->bytes,           op,
+                                   cm->rank,    c->peer,     cm->nranks,         c->t_enter + off,
+                                   exit + off,  c->gpu,      c->gpu_start + off, c->gpu_end + off,
+                                   p};
         }
     }
     *ncalls = n;
@@ -252,16 +259,30 @@ static size_t instance_end(const struct call *v, size_t n, size_t i)
     return j;
 }
 
+/* How the instance v[i..j) can be timed: 2 every call's GPU span finished, 1 none GPU-timed
+ * (host enter/exit), 0 mixed or unfinished. */
+static int instance_timing(const struct call *v, size_t i, size_t j)
+{
+    int done = 0, untimed = 0;
+    for (size_t k = i; k < j; k++) {
+        done += v[k].gpu == ICX_GPU_DONE;
+        untimed += v[k].gpu == ICX_GPU_UNTIMED;
+    }
+    return done == (int)(j - i) ? 2 : untimed == (int)(j - i) ? 1 : 0;
+}
+
 static double pct(const double *sorted, size_t n, double q)
 {
     return n ? sorted[(size_t)(q * (double)(n - 1) + 0.5)] : NAN;
 }
 
-/* Cross-host clock alignment.  The ranks of a collective leave it within microseconds of each
+/* Cross-host clock alignment.  The ranks of a collective finish it within microseconds of each
  * other (all-reduce, all-gather, reduce-scatter, all-to-all: nobody finishes before the last one
  * arrives and the data has gone round), so each process's offset is the median, over the
- * instances it took part in, of its return time minus the instance's median return time; its
- * times are then corrected by that offset, and what remains is the residual. */
+ * instances it took part in, of its finish time minus the instance's median finish time; its
+ * times are then corrected by that offset, and what remains is the residual.  The finish is the
+ * GPU end where every rank's call was GPU-timed (NCCL returns once the work is enqueued), else the
+ * host return (only meaningful where the calls block). */
 struct member {
     size_t inst, q;
     double exit;
@@ -283,11 +304,13 @@ static void align_clocks(const struct icx_trace *t, struct icx_nccl *N, struct c
     for (size_t i = 0; i < n;) {
         size_t j = instance_end(v, n, i);
         int symmetric = v[i].op == 0 || v[i].op == 3 || v[i].op == 4 || v[i].op == 5;
-        if (symmetric && j - i == (size_t)v[i].nranks && j - i > 1) {
+        int timing = instance_timing(v, i, j);
+        if (symmetric && timing && j - i == (size_t)v[i].nranks && j - i > 1) {
             for (size_t k = i; k < j; k++)
                 for (size_t q = 0; q < t->nprocs; q++)
                     if (t->procs[q] == v[k].p)
-                        m[nm++] = (struct member){ninst, q, v[k].exit};
+                        m[nm++] = (struct member){ninst, q,
+                                                  timing == 2 ? v[k].gpu_end : v[k].exit};
             ninst++;
         }
         i = j;
@@ -329,6 +352,8 @@ static void align_clocks(const struct icx_trace *t, struct icx_nccl *N, struct c
             if (N->clk[q].p == v[k].p) {
                 v[k].enter -= N->clk[q].offset;
                 v[k].exit -= N->clk[q].offset;
+                v[k].gpu_start -= N->clk[q].offset;
+                v[k].gpu_end -= N->clk[q].offset;
             }
     free(T);
     free(buf);
@@ -383,8 +408,9 @@ static void ring_links(struct icx_nccl *N, const struct call *v, size_t n)
     }
 }
 
-/* The NCCL call process p was inside when its trace ended, per thread: a pending (entry) record
- * with no return record after it on that thread.  Returns how many, filling out[] (indices). */
+/* The NCCL calls process p was inside when its trace ended: per thread, a pending (entry) record
+ * with no return record after it on that thread; and calls whose GPU work was still running.
+ * Returns how many, filling out[] (indices). */
 static size_t in_flight(const struct icx_proc *p, size_t *out, size_t max)
 {
     size_t n = 0;
@@ -402,6 +428,19 @@ static size_t in_flight(const struct icx_proc *p, size_t *out, size_t max)
                 returned = 1;
         }
         if (!returned && n < max)
+            out[n++] = i;
+    }
+    /* Returned (NCCL only enqueued it) but its GPU work never finished: running when the trace
+     * ended.  Queued work (not started) is behind something else and is not where a rank waits.
+     * Without a final flush a span may just not have been written yet: only calls older than a
+     * second before the trace's end count then. */
+    for (size_t i = 0; i < p->nncalls; i++) {
+        const struct icx_rd_ncall *c = &p->ncalls[i];
+        if (c->pending || c->api == ICX_API_ncclGroupEnd)
+            continue;
+        if ((c->gpu == ICX_GPU_RUNNING ||
+             (c->gpu == ICX_GPU_UNKNOWN && !p->ended && c->t_enter < p->t_last - 1.0)) &&
+            n < max)
             out[n++] = i;
     }
     return n;
@@ -430,7 +469,7 @@ static void hangs(const struct icx_trace *t, struct icx_nccl *N, struct icx_find
         /* who is inside which collective of this communicator */
         for (size_t i = 0; i < t->nprocs; i++) {
             const struct icx_proc *p = t->procs[i];
-            size_t fl[16], nf = in_flight(p, fl, 16);
+            size_t fl[64], nf = in_flight(p, fl, 64);
             for (size_t k = 0; k < nf; k++) {
                 const struct icx_rd_ncall *x = &p->ncalls[fl[k]];
                 const struct icx_rd_ncomm *cm = comm_of(p, x->comm, x->t_enter);
@@ -440,7 +479,7 @@ static void hangs(const struct icx_trace *t, struct icx_nccl *N, struct icx_find
                 if (!s->nwaiting || x->seq < s->seq) { /* the earliest collective anyone waits in */
                     free(s->waiting);
                     s->waiting = NULL;
-                    s->nwaiting = 0;
+                    s->nwaiting = s->ongpu = 0;
                     s->seq = x->seq;
                     s->op = op;
                     s->since = INFINITY;
@@ -452,7 +491,9 @@ static void hangs(const struct icx_trace *t, struct icx_nccl *N, struct icx_find
                     continue;
                 s->waiting = w;
                 s->waiting[s->nwaiting++] = cm->rank;
-                s->since = fmin(s->since, x->t_enter + wall_offset(p) - t0);
+                s->ongpu += x->gpu == ICX_GPU_RUNNING;
+                double since = x->gpu == ICX_GPU_RUNNING ? x->gpu_start : x->t_enter;
+                s->since = fmin(s->since, since + wall_offset(p) - t0);
             }
         }
         if (!s->nwaiting)
@@ -497,8 +538,9 @@ static void hangs(const struct icx_trace *t, struct icx_nccl *N, struct icx_find
                                 end_of(p, end, sizeof(end)));
         }
         snprintf(ev, sizeof(ev), "%d of %d ranks wait in %s #%llu of communicator %016llx since "
-                 "%.3f s into the job; %s", s->nwaiting, c->nranks, op_names[s->op],
-                 (unsigned long long)s->seq, (unsigned long long)c->id, s->since,
+                 "%.3f s into the job (%d inside its GPU work, %d in the host call); %s",
+                 s->nwaiting, c->nranks, op_names[s->op], (unsigned long long)s->seq,
+                 (unsigned long long)c->id, s->since, s->ongpu, s->nwaiting - s->ongpu,
                  s->nmissing ? who : "every traced rank entered it (an untraced rank or the "
                                      "network is missing)");
         /* one finding per missing rank (its host and pid), or one for the communicator */
@@ -564,19 +606,29 @@ struct icx_nccl *icx_nccl_compute(const struct icx_trace *t, struct icx_findings
         size_t j = instance_end(v, n, i);
         struct comm *c = comm_get(N, v[i].comm_id, v[i].nranks);
         size_t want = v[i].op >= 8 ? 2 : (size_t)v[i].nranks;
+        int op = v[i].op >= 8 ? 8 : v[i].op; /* a pair counts for Send */
+        for (size_t k = i; c && k < j; k++) {
+            if (v[k].gpu == ICX_GPU_DONE)
+                push(&c->op[v[k].op].gpu, &c->op[v[k].op].ngpu, v[k].gpu_end - v[k].gpu_start);
+            push(&c->op[v[k].op].host, &c->op[v[k].op].nhost, v[k].exit - v[k].enter);
+        }
         if (c && j - i == want) {
-            double first = INFINITY, last = -INFINITY, done = -INFINITY;
-            int last_rank = -1;
+            double first = INFINITY, last = -INFINITY, done = -INFINITY, gpu_last = -INFINITY;
+            int last_rank = -1, timing = instance_timing(v, i, j);
             for (size_t k = i; k < j; k++) {
                 first = fmin(first, v[k].enter);
                 if (v[k].enter > last) {
                     last = v[k].enter;
                     last_rank = v[k].rank;
                 }
-                done = fmax(done, v[k].exit);
+                done = fmax(done, timing == 2 ? v[k].gpu_end : v[k].exit);
+                gpu_last = fmax(gpu_last, v[k].gpu_start);
             }
-            int op = v[i].op >= 8 ? 8 : v[i].op; /* a pair counts for Send */
-            push(&c->op[op].dur, &c->op[op].ndur, done - last);
+            /* the operation itself: from the last rank's start on the GPU (or host arrival) to
+             * the last finish */
+            if (timing)
+                push(&c->op[op].dur, &c->op[op].ndur, done - (timing == 2 ? gpu_last : last));
+            c->op[op].host_timed += timing == 1;
             if (v[i].op < 8 && last_rank >= 0 && last_rank < c->nranks) {
                 c->instances++;
                 struct rankstat *r = &c->ranks[last_rank];
@@ -602,7 +654,16 @@ struct icx_nccl *icx_nccl_compute(const struct icx_trace *t, struct icx_findings
         struct comm *c = &N->v[ci];
         for (int o = 0; o < NOPS; o++) {
             struct opstat *s = &c->op[o];
-            s->algbw = s->busbw = s->p50 = s->p99 = NAN;
+            s->algbw = s->busbw = s->p50 = s->p99 = s->gpu_p50 = s->gpu_p99 = s->host_p50 = NAN;
+            if (s->nhost) {
+                qsort(s->host, s->nhost, sizeof(double), dcmp);
+                s->host_p50 = pct(s->host, s->nhost, 0.5);
+            }
+            if (s->ngpu) {
+                qsort(s->gpu, s->ngpu, sizeof(double), dcmp);
+                s->gpu_p50 = pct(s->gpu, s->ngpu, 0.5);
+                s->gpu_p99 = pct(s->gpu, s->ngpu, 0.99);
+            }
             if (!s->ndur || !s->calls)
                 continue;
             qsort(s->dur, s->ndur, sizeof(double), dcmp);
@@ -777,8 +838,13 @@ void icx_nccl_json(struct icx_json *j, const struct icx_nccl *N)
             icx_json_int(j, "calls_per_rank_max", (long long)s->max_calls);
             icx_json_int(j, "bytes", (long long)s->bytes);
             icx_json_int(j, "instances_timed", (long long)s->ndur);
+            icx_json_str(j, "timing", !s->ndur ? "none" : s->host_timed ? "host" : "gpu");
             icx_json_num(j, "time_p50_s", s->p50);
             icx_json_num(j, "time_p99_s", s->p99);
+            icx_json_int(j, "gpu_timed_calls", (long long)s->ngpu);
+            icx_json_num(j, "gpu_time_p50_s", s->gpu_p50);
+            icx_json_num(j, "gpu_time_p99_s", s->gpu_p99);
+            icx_json_num(j, "host_call_p50_s", s->host_p50);
             icx_json_num(j, "algbw_bytes_per_s", s->algbw);
             icx_json_num(j, "busbw_bytes_per_s", s->busbw);
             icx_json_end(j);
@@ -790,6 +856,7 @@ void icx_nccl_json(struct icx_json *j, const struct icx_nccl *N)
             icx_json_str(j, "op", op_names[st->op]);
             icx_json_int(j, "seq", (long long)st->seq);
             icx_json_num(j, "since_s", st->since);
+            icx_json_int(j, "waiting_on_gpu", st->ongpu);
             icx_json_arr(j, "waiting_ranks");
             for (int k = 0; k < st->nwaiting; k++)
                 icx_json_int(j, NULL, st->waiting[k]);
@@ -822,8 +889,11 @@ void icx_nccl_free(struct icx_nccl *N)
     if (!N)
         return;
     for (size_t i = 0; i < N->n; i++) {
-        for (int o = 0; o < NOPS; o++)
+        for (int o = 0; o < NOPS; o++) {
             free(N->v[i].op[o].dur);
+            free(N->v[i].op[o].gpu);
+            free(N->v[i].op[o].host);
+        }
         for (int r = 0; N->v[i].ranks && r < N->v[i].nranks; r++)
             free(N->v[i].ranks[r].skews);
         free(N->v[i].stuck.waiting);

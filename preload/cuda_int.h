@@ -54,6 +54,9 @@ void icx_record_alloc(enum icx_record_type type, enum icx_api api, uint64_t t0, 
 int icx_gpu_begin(struct icx_gpu_req *g, cudaStream_t stream);
 void icx_gpu_atfork_child(void);
 void icx_gpu_end(struct icx_gpu_req *g, cudaStream_t stream, cudaError_t rc);
+/* The same with the span's id given (0: a new one); returns the id written, 0 when none was.
+ * Several spans may share an id: a group of NCCL calls timed on each stream it used. */
+uint32_t icx_gpu_end_as(struct icx_gpu_req *g, cudaStream_t stream, cudaError_t rc, uint32_t id);
 int icx_current_device(void);
 int icx_stream_device(cudaStream_t s);
 void icx_amap_reclaim(int final);

@@ -156,32 +156,41 @@ static int icx_gpu_begin_inner(struct icx_gpu_req *g, cudaStream_t stream)
     return 1;
 }
 
-static void icx_gpu_end_inner(struct icx_gpu_req *g, cudaStream_t stream, cudaError_t rc);
+static uint32_t icx_gpu_end_inner(struct icx_gpu_req *g, cudaStream_t stream, cudaError_t rc,
+                                  uint32_t id);
 
 void icx_gpu_end(struct icx_gpu_req *g, cudaStream_t stream, cudaError_t rc)
 {
-    int saved = errno;
-    icx_gpu_end_inner(g, stream, rc);
-    errno = saved;
+    icx_gpu_end_as(g, stream, rc, 0);
 }
 
-static void icx_gpu_end_inner(struct icx_gpu_req *g, cudaStream_t stream, cudaError_t rc)
+uint32_t icx_gpu_end_as(struct icx_gpu_req *g, cudaStream_t stream, cudaError_t rc, uint32_t id)
+{
+    int saved = errno;
+    uint32_t got = icx_gpu_end_inner(g, stream, rc, id);
+    errno = saved;
+    return got;
+}
+
+static uint32_t icx_gpu_end_inner(struct icx_gpu_req *g, cudaStream_t stream, cudaError_t rc,
+                                  uint32_t id)
 {
     icx_real_cudaEventRecord_t record = ICX_REAL(cudaEventRecord);
+    g->copy_id = 0;
     if (rc != cudaSuccess) {
         icx_pool_put(g->dev, g->start, g->end); /* nothing ran; nothing to time */
-        return;
+        return 0;
     }
     if (record(g->end, stream) != cudaSuccess) {
         icx_pool_put(g->dev, g->start, g->end);
         icx_count_lost(ICX_LOST_gpu_timing_error);
-        return;
+        return 0;
     }
     struct icx_slot slot;
     struct icx_ring_gpu_pending *r = icx_reserve(sizeof(*r), &slot);
     if (!r)
-        return; /* counted as buffer_full; the two events are lost to the pool */
-    g->copy_id = atomic_fetch_add_explicit(&icx_next_copy_id, 1, memory_order_relaxed);
+        return 0; /* counted as buffer_full; the two events are lost to the pool */
+    g->copy_id = id ? id : atomic_fetch_add_explicit(&icx_next_copy_id, 1, memory_order_relaxed);
     r->h.type = ICX_RING_GPU_PENDING;
     r->h.size = sizeof(*r);
     r->h.aux = 0;
@@ -190,6 +199,7 @@ static void icx_gpu_end_inner(struct icx_gpu_req *g, cudaStream_t stream, cudaEr
     r->start = g->start;
     r->end = g->end;
     icx_commit(&slot);
+    return g->copy_id;
 }
 
 /* ---- writer side ---- */
@@ -321,6 +331,32 @@ static void icx_poll_pending(struct icx_frame *f)
             icx_anchor(d);
 }
 
+/* The trace ends with work still queued or running (a hang, a kill): say how far each got -- the
+ * post-mortem's evidence of which collective a rank was inside, and which were only queued. */
+static void icx_write_unfinished(struct icx_frame *f)
+{
+    icx_real_cudaEventQuery_t query = ICX_REAL(cudaEventQuery);
+    for (size_t i = 0; i < icx_pend_n; i++) {
+        struct icx_pending *p = &icx_pend[i];
+        float off_ms;
+        int started = query && query(p->start) == cudaSuccess &&
+                      (icx_anchors[p->dev].ok || icx_anchor(p->dev)) &&
+                      icx_elapsed(&off_ms, icx_anchors[p->dev].ev, p->start);
+        struct icx_rec_gpu_span *s = icx_frame_put(f, ICX_REC_GPU_SPAN, (uint32_t)p->dev, sizeof(*s));
+        if (!s) {
+            icx_count_lost(ICX_LOST_gpu_timing_error);
+            continue;
+        }
+        s->copy_id = p->copy_id;
+        s->flags = ICX_SPAN_NO_END | (started ? 0 : ICX_SPAN_NO_START);
+        s->start_ns = started ? (uint64_t)((int64_t)icx_anchors[p->dev].host_ns +
+                                           (int64_t)(off_ms * 1e6))
+                              : 0;
+        s->end_ns = 0;
+    }
+    icx_pend_n = 0; /* the events stay with the device: it may still be using them */
+}
+
 void icx_cuda_writer_tick(struct icx_frame *f, int final)
 {
     static int checked_static;
@@ -336,15 +372,13 @@ void icx_cuda_writer_tick(struct icx_frame *f, int final)
     if (icx_pend_n && icx_writer_cuda_init()) {
         icx_poll_pending(f);
         /* At exit, give copies still in flight a moment to land (bounded). */
-        for (int i = 0; final && icx_pend_n && i < 50; i++) {
+        for (int i = 0; final == 1 && icx_pend_n && i < 50; i++) {
             struct timespec ts = {0, 10000000};
             nanosleep(&ts, NULL);
             icx_poll_pending(f);
         }
     }
-    if (final && icx_pend_n) {
-        atomic_fetch_add(&icx_lost[ICX_LOST_gpu_timing_error], icx_pend_n);
-        icx_pend_n = 0;
-    }
+    if (final && icx_pend_n)
+        icx_write_unfinished(f);
     icx_amap_reclaim(final);
 }

@@ -8,8 +8,11 @@
  * Every rank must see the same communicator id and sequence numbers for the same operation: the
  * id is a hash of the unique id (split: of the parent's id, the color and how many splits the
  * parent has had); collectives are numbered per communicator, send and recv per (communicator,
- * peer, direction).  Recording is host-side (enter, exit, result); the bytes are this rank's
- * buffer as nccl-tests counts them. */
+ * peer, direction).  Each call is recorded on entry and on return (host times, result); the bytes
+ * are this rank's buffer as nccl-tests counts them.  The GPU side: pooled events recorded on the
+ * call's stream before and after it (gpu.c: never in a capturing stream, polled by the writer),
+ * so the span covers NCCL's kernel from the moment the stream reached it; calls in a group are
+ * timed together around the outermost ncclGroupEnd, on every stream the group used. */
 #include <nccl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -17,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cuda_int.h"
 #include "icx.h"
 
 #define ICX_EXPORT __attribute__((visibility("default")))
@@ -39,6 +43,26 @@ static pthread_mutex_t icx_ncomm_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic uint32_t icx_group_ids;
 static ICX_TLS int icx_group_depth;
 static ICX_TLS uint32_t icx_group_id;
+#define ICX_GROUP_STREAMS 8 /* streams timed per group; more are counted as lost timing */
+static ICX_TLS cudaStream_t icx_group_streams[ICX_GROUP_STREAMS];
+static ICX_TLS int icx_group_nstreams;
+
+static int icx_nccl_gpu_on(void)
+{
+    return icx_cfg.gpu_timing != ICX_GPUT_OFF;
+}
+
+/* A call inside a group: its stream is timed when the group is launched. */
+static void icx_group_note_stream(cudaStream_t s)
+{
+    for (int i = 0; i < icx_group_nstreams; i++)
+        if (icx_group_streams[i] == s)
+            return;
+    if (icx_group_nstreams < ICX_GROUP_STREAMS)
+        icx_group_streams[icx_group_nstreams++] = s;
+    else
+        icx_count_lost(ICX_LOST_gpu_timing_pool);
+}
 
 static uint64_t icx_fnv(const void *p, size_t n, uint64_t h)
 {
@@ -189,7 +213,7 @@ static uint64_t icx_next_seq(ncclComm_t h, int peer, int p2p_dir)
 /* pending: written on entry (ICX_EVF_PENDING, no result yet); else on return. */
 static void icx_rec_call(enum icx_api api, uint64_t t0, int pending, ncclComm_t h, size_t count,
                          int dt, int redop, int peer, uint64_t seq, cudaStream_t st,
-                         ncclResult_t rc)
+                         ncclResult_t rc, uint32_t gpu_id)
 {
     struct icx_slot slot;
     struct icx_rec_nccl_call *r = icx_reserve(sizeof(*r), &slot);
@@ -211,7 +235,14 @@ static void icx_rec_call(enum icx_api api, uint64_t t0, int pending, ncclComm_t 
     r->redop = (uint8_t)(redop < 0 ? 0xff : redop);
     r->group = icx_group_depth ? icx_group_id : 0;
     r->result = pending ? 0 : rc;
+    r->gpu_id = gpu_id;
     icx_commit(&slot);
+}
+
+/* NCCL's result as the CUDA result gpu.c wants: did the call enqueue its work? */
+static cudaError_t icx_nccl_enqueued(ncclResult_t rc)
+{
+    return rc == ncclSuccess || rc == ncclInProgress ? cudaSuccess : cudaErrorUnknown;
 }
 
 /* A wrapper around one collective / p2p call. */
@@ -222,11 +253,18 @@ static void icx_rec_call(enum icx_api api, uint64_t t0, int pending, ncclComm_t 
         ICX_NCCL_BEGIN(name, args);                                                                \
         uint64_t seq = icx_next_seq(comm, peer, dir);                                              \
         icx_rec_call(ICX_API_##name, c.t0, 1, comm, count, (int)(dt), (int)(redop), peer, seq,     \
-                     stream, ncclSuccess);                                                         \
+                     stream, ncclSuccess, 0);                                                      \
+        struct icx_gpu_req g;                                                                      \
+        int timed = 0;                                                                             \
+        if (icx_group_depth)                                                                       \
+            icx_group_note_stream(stream);                                                         \
+        else if (icx_nccl_gpu_on())                                                                \
+            timed = icx_gpu_begin(&g, stream);                                                     \
         ncclResult_t rc = real args;                                                               \
         icx_call_returned(&c);                                                                     \
+        uint32_t gid = timed ? icx_gpu_end_as(&g, stream, icx_nccl_enqueued(rc), 0) : 0;           \
         icx_rec_call(ICX_API_##name, c.t0, 0, comm, count, (int)(dt), (int)(redop), peer, seq,     \
-                     stream, rc);                                                                  \
+                     stream, rc, gid);                                                             \
         icx_call_exit(&c);                                                                         \
         return rc;                                                                                 \
     }
@@ -278,8 +316,10 @@ ICX_EXPORT ncclResult_t ncclGroupStart(void)
     if (!real)
         return ncclSystemError;
     ncclResult_t rc = real();
-    if (rc == ncclSuccess && !icx_self.guard && icx_group_depth++ == 0)
+    if (rc == ncclSuccess && !icx_self.guard && icx_group_depth++ == 0) {
         icx_group_id = atomic_fetch_add_explicit(&icx_group_ids, 1, memory_order_relaxed) + 1;
+        icx_group_nstreams = 0;
+    }
     return rc;
 }
 
@@ -293,12 +333,26 @@ ICX_EXPORT ncclResult_t ncclGroupEnd(void)
     struct icx_call c;
     icx_call_enter(&c);
     int outer = icx_group_depth == 1; /* the outermost end launches the group */
-    if (outer)
-        icx_rec_call(ICX_API_ncclGroupEnd, c.t0, 1, NULL, 0, -1, -1, -1, 0, NULL, ncclSuccess);
+    struct icx_gpu_req g[ICX_GROUP_STREAMS];
+    int timed[ICX_GROUP_STREAMS] = {0}, ns = outer ? icx_group_nstreams : 0;
+    if (outer) {
+        icx_rec_call(ICX_API_ncclGroupEnd, c.t0, 1, NULL, 0, -1, -1, -1, 0, NULL, ncclSuccess, 0);
+        for (int i = 0; i < ns && icx_nccl_gpu_on(); i++)
+            timed[i] = icx_gpu_begin(&g[i], icx_group_streams[i]);
+    }
     ncclResult_t rc = real();
     icx_call_returned(&c);
-    if (outer)
-        icx_rec_call(ICX_API_ncclGroupEnd, c.t0, 0, NULL, 0, -1, -1, -1, 0, NULL, rc);
+    if (outer) {
+        uint32_t gid = 0;
+        for (int i = 0; i < ns; i++)
+            if (timed[i]) {
+                uint32_t got = icx_gpu_end_as(&g[i], icx_group_streams[i], icx_nccl_enqueued(rc), gid);
+                gid = gid ? gid : got;
+            }
+        icx_rec_call(ICX_API_ncclGroupEnd, c.t0, 0, NULL, 0, -1, -1, -1, 0,
+                     ns ? icx_group_streams[0] : NULL, rc, gid);
+        icx_group_nstreams = 0;
+    }
     icx_group_depth--;
     icx_call_exit(&c);
     return rc;
@@ -654,7 +708,7 @@ ICX_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *err
         ICX_NCCL_BEGIN(name, args);                                                                \
         ncclResult_t rc = real args;                                                               \
         icx_call_returned(&c);                                                                     \
-        icx_rec_call(ICX_API_##name, c.t0, 0, comm, size, ncclUint8, -1, -1, 0, NULL, rc);         \
+        icx_rec_call(ICX_API_##name, c.t0, 0, comm, size, ncclUint8, -1, -1, 0, NULL, rc, 0);      \
         icx_call_exit(&c);                                                                         \
         return rc;                                                                                 \
     }
@@ -673,8 +727,8 @@ ICX_EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *info)
     if (!real)
         return ncclSystemError;
     ncclResult_t rc = real(info);
-    if (!icx_self.guard && icx_group_depth > 0)
-        icx_group_depth--;
+    if (!icx_self.guard && icx_group_depth > 0 && --icx_group_depth == 0)
+        icx_group_nstreams = 0;
     return rc;
 }
 

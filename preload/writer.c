@@ -336,7 +336,9 @@ static void icx_drain_one(struct icx_tbuf *b, void *ctx)
     atomic_store_explicit(&b->tail, tail, memory_order_release);
 }
 
-/* One flush: rings, CUDA state, notes, clock, loss counters -> one frame. Writer lock held. */
+/* One flush: rings, CUDA state, notes, clock, loss counters -> one frame. Writer lock held.
+ * final: 0 a periodic flush, 1 the last one at exit, 2 the last one before a fatal signal (no
+ * waiting for GPU work to land, no symbolization: the signal handler waits a bounded time). */
 static void icx_tick(int final)
 {
     struct icx_drain d = {.f = &icx_cur};
@@ -346,7 +348,7 @@ static void icx_tick(int final)
     icx_nccl_writer_tick(&icx_cur);
     icx_placement_tick(&icx_cur);
     icx_counters_sample(&icx_cur, final);
-    if (final)
+    if (final == 1)
         icx_stack_symbolize(&icx_cur);
     icx_put_notes(&icx_cur);
     icx_put_clock(&icx_cur);
@@ -379,7 +381,7 @@ static void *icx_writer_main(void *arg)
         pthread_mutex_lock(&icx_wlock);
         if (!icx_ended) {
             int sig = atomic_exchange(&icx_pending_signal, 0);
-            icx_tick(0);
+            icx_tick(sig > 0 ? 2 : 0);
             if (sig > 0)
                 icx_put_end(128 + sig); /* the process is about to die of it */
             icx_frame_emit();

@@ -79,13 +79,19 @@
  * passed, bytes of this rank's buffer as nccl-tests count them (all-gather: the send part,
  *    reduce-scatter: the receive part), seq (collectives: per communicator; send and recv: per
  * communicator, peer and direction -- equal on every rank for the same operation), the group it
- *    was issued in (0: none) and NCCL's result.  Host enter/exit only; a call in a group ends with
- * that group's ncclGroupEnd.  NCCL_DUMP (aux = 1 topology, 2 graphs) carries, in string parts of
- *    at most 60000 bytes, the XML NCCL wrote to NCCL_TOPO_DUMP_FILE / NCCL_GRAPH_DUMP_FILE.  Each call is written twice: on entry with ICX_EVF_PENDING (so a call
- *    that never returns, a hang, is in the trace) and on return with its result and duration.
+ *    was issued in (0: none) and NCCL's result.  Host enter/exit, and (1.3) gpu_id: the GPU_SPAN
+ * of pooled events recorded on the call's stream around it (around the outermost ncclGroupEnd
+ *    for calls in a group: one span per stream the group used, all with the group's id; a span
+ * whose work had not finished when the trace ended is written then with ICX_SPAN_NO_END /
+ *    NO_START).  NCCL_DUMP (aux = 1 topology, 2 graphs, 3 NCCL_DEBUG transport lines) carries, in
+ * string parts of at most 60000 bytes, the XML NCCL wrote to NCCL_TOPO_DUMP_FILE /
+ *    NCCL_GRAPH_DUMP_FILE, or the "via P2P/..." / "via NET/..." lines of NCCL_DEBUG_FILE.  Each
+ * call is written twice: on entry with ICX_EVF_PENDING (so a call that never returns, a hang, is
+ *    in the trace) and on return with its result and duration.
  *
  * Version history: 1.0; 1.1 adds records 15-22 and 35-37, the DEVICE field local_cpus, and the
- *    event flag ICX_EVF_D2H (readers of 1.0 skip all of them by size); 1.2 adds 23-26 and 38-44. */
+ *    event flag ICX_EVF_D2H (readers of 1.0 skip all of them by size); 1.2 adds 23-26 and 38-44;
+ *    1.3 adds NCCL_CALL gpu_id (record 88 bytes; 80 in 1.2) and GPU_SPAN flags. */
 #ifndef ICX_TRACE_FORMAT_H
 #define ICX_TRACE_FORMAT_H
 
@@ -94,7 +100,7 @@
 #define ICX_MAGIC 0x31584349u /* "ICX1" */
 #define ICX_MAGIC_SWAPPED 0x49435831u
 #define ICX_VERSION_MAJOR 1
-#define ICX_VERSION_MINOR 2
+#define ICX_VERSION_MINOR 3
 #define ICX_OLDEST_MAJOR 1
 #define ICX_OLDEST_MINOR 0
 
@@ -369,10 +375,13 @@ _Static_assert(sizeof(struct icx_rec_ib_counters) == 48, "icx_rec_ib_counters");
 struct icx_rec_gpu_span { /* aux = device that executed the work */
     struct icx_rec h;
     uint32_t copy_id;
-    uint32_t pad;
+    uint32_t flags; /* ICX_SPAN_* (1.3; 0 before): a span the work never completed */
     uint64_t start_ns, end_ns; /* CLOCK_MONOTONIC ns of the writing host */
 };
 _Static_assert(sizeof(struct icx_rec_gpu_span) == 32, "icx_rec_gpu_span");
+/* Written when the trace ends (exit, fatal signal) for work still queued or running: */
+#define ICX_SPAN_NO_END (1u << 0)   /* the end event was not reached: end_ns is 0 */
+#define ICX_SPAN_NO_START (1u << 1) /* not even the start: start_ns is 0 too (queued) */
 
 /* ---- RDMA verbs (1.2) ---- */
 struct icx_rec_verbs_device { /* aux = context slot */
@@ -500,7 +509,12 @@ struct icx_rec_nccl_call { /* EVENT, api = the call */
     uint8_t dtype, redop, pad[2];
     uint32_t group; /* 0 outside a group */
     int32_t result;
+    /* 1.3 (absent from 1.2's 80-byte records): nonzero, a GPU_SPAN with this id times the call
+     * on its stream -- for a call in a group, that group's ncclGroupEnd carries the id */
+    uint32_t gpu_id;
+    uint32_t pad2;
 };
-_Static_assert(sizeof(struct icx_rec_nccl_call) == 80, "icx_rec_nccl_call");
+_Static_assert(sizeof(struct icx_rec_nccl_call) == 88, "icx_rec_nccl_call");
+#define ICX_NCCL_CALL_SIZE_1_2 80
 
 #endif

@@ -112,6 +112,16 @@ def test_nccl_exact_and_busbw():
                         bw = ops[op]["busbw_bytes_per_s"]
                         check(abs(bw - rate) <= 0.05 * rate, "%s %s busbw %.4g B/s, model %.4g"
                               % (kind, op, bw, rate))
+                for op, o in ops.items():
+                    # every call timed on the GPU (group members by their ncclGroupEnd), and the
+                    # instance times come from there: the calls only enqueue (host time tiny)
+                    # (a send/recv pair's instance time is under Send)
+                    check(o["timing"] == ("none" if op == "Recv" else "gpu") and
+                          o["gpu_timed_calls"] == o["calls"] and
+                          o["host_call_p50_s"] < 0.1 * o["gpu_time_p50_s"],
+                          "%s %s timing %s: %d of %d calls GPU-timed, host p50 %.4f s, GPU p50 "
+                          "%.4f s" % (kind, op, o["timing"], o["gpu_timed_calls"], o["calls"],
+                                      o["host_call_p50_s"], o["gpu_time_p50_s"]))
         check(doc["findings"] == [], "findings on a clean run: %s" % doc["findings"])
         # per-link traffic by the ring model: the world ring crosses the nodes at 7->8 and 15->0
         t7 = truth[7]
@@ -181,22 +191,44 @@ def test_nccl_python_ctypes_threads():
 
 def test_nccl_hang_postmortem():
     """Rank 11 stops before step 2's collectives; the job is killed (SIGTERM) as a scheduler would
-    after 8 s.  From the traces: the other 15 ranks wait in the world all-reduce #7 (steps 0-1
-    issued 3 world collectives each), rank 11 never arrived, its last collective and how it ended
-    are named; nothing else is."""
+    after 8 s.  The other 15 ranks enqueued all of step 2 (NCCL calls return at once) and sit in
+    cudaStreamSynchronize; their traces end with the world all-reduce #7 started on the GPU and not
+    finished (steps 0-1 issued 3 world collectives each), the rest of the step only queued.  From
+    the traces: the 15 wait in all-reduce #7, inside its GPU work; rank 11 never issued it, its
+    last collective and how it ended are named; nothing else is (the node communicator's
+    all-gather, queued behind #7, is not a second hang)."""
     with tempfile.TemporaryDirectory() as tmp:
         doc, _ = job(tmp, sim_args=("--kill-after", "8"), want_rc=124, DDP_HANG_RANK=11,
                      DDP_HANG_STEP=2)
         hangs = [f for f in doc["findings"] if f["kind"] == "hang"]
         check(len(hangs) == 1 and hangs[0]["ranks"] == [11], "hang findings %s" % doc["findings"])
         ev = hangs[0]["evidence"]
-        check("15 of 16 ranks wait in AllReduce #7" in ev and "rank 11" in ev and
-              "ReduceScatter #6" in ev and "signal 15" in ev, "evidence: %s" % ev)
+        check("15 of 16 ranks wait in AllReduce #7" in ev and "15 inside its GPU work" in ev and
+              "rank 11" in ev and "ReduceScatter #6" in ev and "signal 15" in ev, "evidence: %s" % ev)
         world = [c for c in doc["collectives"] if c["nranks"] == 16][0]
         st = world["stuck"]
         check(st and st["op"] == "AllReduce" and st["seq"] == 7 and st["missing_ranks"] == [11]
-              and sorted(st["waiting_ranks"]) == [r for r in range(16) if r != 11], "stuck %s" % st)
+              and sorted(st["waiting_ranks"]) == [r for r in range(16) if r != 11]
+              and st["waiting_on_gpu"] == 15, "stuck %s" % st)
         check(len(doc["findings"]) == 1, "other findings: %s" % doc["findings"])
+
+
+def test_nccl_capture_safety():
+    """NCCL calls into a stream capturing a CUDA graph (global mode) get no events from the tracer:
+    the capture ends valid, the captured calls are recorded without GPU timing and counted as
+    such, and the call on an ordinary stream is GPU-timed."""
+    with tempfile.TemporaryDirectory() as tmp:
+        p = base.run([os.path.join(BUILD, "tests", "nccl", "capture_nccl")],
+                     base.env_for(tmp, ICX_FLUSH_MS=20))
+        check("capture ok" in p.stdout, "workload: %r %r" % (p.stdout, p.stderr))
+        doc, _ = base.analyze([os.path.join(tmp, "trace.icx.zst")])
+        check(len(doc["collectives"]) == 1, "communicators %s" % doc["collectives"])
+        ops = {o["op"]: o for o in doc["collectives"][0]["ops"]}
+        check(ops["AllReduce"]["calls"] == 2 and ops["AllReduce"]["gpu_timed_calls"] == 1 and
+              ops["Send"]["calls"] == 1 and ops["Send"]["gpu_timed_calls"] == 0,
+              "ops %s" % ops)
+        lost = doc["processes"][0]["lost"]
+        check(lost["gpu_timing_capture"] == 2, "lost %s" % lost)  # the all-reduce and the group
 
 
 if __name__ == "__main__":

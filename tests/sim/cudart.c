@@ -32,6 +32,7 @@ SIM_API cudaError_t cudaFreeAsync_ptsz(void *, cudaStream_t);
 SIM_API cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t);
 SIM_API cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t, enum cudaStreamCaptureStatus *);
 SIM_API cudaError_t cudaEventRecord_ptsz(cudaEvent_t, cudaStream_t);
+SIM_API cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t, cudaHostFn_t, void *);
 
 /* ---- global state ---- */
 static struct sim_topo topo;
@@ -131,7 +132,7 @@ static int alloc_find(const void *p, size_t n, int *dev)
 }
 
 /* ---- streams ---- */
-enum op_kind { OP_COPY, OP_SET, OP_EVENT };
+enum op_kind { OP_COPY, OP_SET, OP_EVENT, OP_HOST };
 struct sim_event {
     int dev;
     unsigned flags;
@@ -146,6 +147,8 @@ struct sim_op {
     size_t n;
     int value;
     struct sim_event *ev;
+    cudaHostFn_t fn; /* OP_HOST */
+    void *arg;
     uint64_t gen;
     int src_dev, dst_dev; /* for NVLink counters: both >= 0 and different for peer copies */
     uint64_t end_v;       /* virtual end: the worker does not finish before it */
@@ -175,6 +178,7 @@ static void *worker_main(void *arg)
      * threads.  SCHED_IDLE keeps the simulated copies from preempting the job's threads. */
     struct sched_param sp = {0};
     pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
+    uint64_t host_end = 0; /* when the last host function finished */
     pthread_mutex_lock(&s->mu);
     for (;;) {
         while (!s->head && !s->stop)
@@ -194,9 +198,20 @@ static void *worker_main(void *arg)
                                  sim_topo_lanes(&topo, op->src_dev, op->dst_dev), op->n);
         } else if (op->kind == OP_SET)
             memset(op->dst, op->value, op->n);
+        else if (op->kind == OP_HOST)
+            op->fn(op->arg);
         pthread_mutex_lock(&sim_lock);
-        if (op->kind == OP_EVENT && op->ev->record_gen == op->gen)
+        if (op->kind == OP_HOST) {
+            /* A host function has no modelled duration: what follows starts when it returned. */
+            host_end = now_ns();
+            if (s->last_end < host_end)
+                s->last_end = host_end;
+        }
+        if (op->kind == OP_EVENT && op->ev->record_gen == op->gen) {
+            if (op->ev->time_v < host_end) /* recorded while a host function still ran */
+                op->ev->time_v = host_end;
             op->ev->done_gen = op->gen;
+        }
         pthread_cond_broadcast(&sim_cond);
         pthread_mutex_unlock(&sim_lock);
         pthread_mutex_lock(&s->mu);
@@ -301,6 +316,8 @@ static cudaError_t enqueue(struct CUstream_st *s, struct sim_op *op, int src_dev
         op->gen = ++op->ev->record_gen;
         op->ev->time_v = t;
         op->ev->captured = 0;
+    } else if (op->kind == OP_HOST) {
+        /* no virtual duration: the worker moves last_end when the function returns */
     } else {
         uint64_t *lf = &link_free[host_idx(src_dev)][host_idx(dst_dev)];
         if (*lf > t)
@@ -772,6 +789,26 @@ SIM_API cudaError_t cudaStreamSynchronize(cudaStream_t h)
 SIM_API cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t h)
 {
     return cudaStreamSynchronize(h);
+}
+/* Runs fn(arg) on the stream's worker, in order with the stream's other work, like the real
+ * runtime's host nodes (the function must not call CUDA). */
+SIM_API cudaError_t cudaLaunchHostFunc(cudaStream_t h, cudaHostFn_t fn, void *arg)
+{
+    SIM_ENTER();
+    struct CUstream_st *s = stream_of(h);
+    if (!s || !fn)
+        return ret(cudaErrorInvalidValue);
+    struct sim_op *op = calloc(1, sizeof(*op));
+    if (!op)
+        return ret(cudaErrorMemoryAllocation);
+    op->kind = OP_HOST;
+    op->fn = fn;
+    op->arg = arg;
+    return enqueue(s, op, s->dev, s->dev);
+}
+SIM_API cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t h, cudaHostFn_t fn, void *arg)
+{
+    return cudaLaunchHostFunc(h, fn, arg);
 }
 SIM_API cudaError_t cudaStreamGetDevice(cudaStream_t h, int *dev)
 {

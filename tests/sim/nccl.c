@@ -10,8 +10,12 @@
  *
  * Timing: the link model of $ICXSIM_TOPOLOGY.  A collective takes latency + bus bytes / link rate
  * from the moment the last rank arrived (the ring's slowest link: NVLink within a node, the NICs'
- * rate across nodes, from the `nic` lines), with nccl-tests' bus-bandwidth factors.  Unlike real
- * NCCL the work is done before the call returns (not enqueued on the stream).  Limits: one
+ * rate across nodes, from the `nic` lines), with nccl-tests' bus-bandwidth factors.  As in real
+ * NCCL a call only enqueues its work on the caller's stream (cudaLaunchHostFunc of the simulated
+ * libcudart) and returns; the stream's worker does it, so events recorded around a call time it
+ * and cudaStreamSynchronize waits for it.  A group runs as one unit on the stream of its first
+ * call.  Argument errors are returned by the call; errors found while running are reported by
+ * ncclCommGetAsyncError.  Limits: one
  * collective's per-rank data up to SLOT bytes; sum/prod/max/min/avg on int32/uint32/int64/uint64/
  * float/double; $ICXSIM_NODE tells which node a rank is on. */
 #include <errno.h>
@@ -52,6 +56,8 @@ struct ncclComm {
     int rank, nranks, dev, nodes;
     uint64_t id;
     char name[96];
+    _Atomic int inflight;             /* enqueued batches not yet run */
+    _Atomic ncclResult_t async_error; /* first error found while running */
 };
 
 struct op {
@@ -64,6 +70,12 @@ struct op {
     ncclRedOp_t red;
     int root;
     ncclComm_t comm;
+    cudaStream_t stream;
+};
+
+struct batch { /* what one host function runs: a call, or a group */
+    size_t n;
+    struct op op[];
 };
 
 static struct sim_topo topo;
@@ -283,12 +295,88 @@ static ncclResult_t run_recv(const struct op *o)
     return ncclSuccess;
 }
 
+static int reducible(ncclDataType_t t)
+{
+    return t == ncclInt32 || t == ncclUint32 || t == ncclInt64 || t == ncclUint64 ||
+           t == ncclFloat32 || t == ncclFloat64;
+}
+
+/* What can be checked before enqueueing is, and returned by the call itself (like NCCL's
+ * argument checks). */
+static ncclResult_t check(const struct op *o)
+{
+    ncclComm_t c = o->comm;
+    if (!c || !c->s)
+        return ncclInvalidArgument;
+    size_t b = o->count * dt_size(o->dt), R = (size_t)c->nranks;
+    if (o->kind != 0)
+        return o->root < 0 || o->root >= c->nranks || b > MBOX ? ncclInvalidArgument : ncclSuccess;
+    int red = o->coll == C_ALLREDUCE || o->coll == C_REDUCE || o->coll == C_REDUCESCATTER;
+    size_t in = o->coll == C_ALLTOALL || o->coll == C_REDUCESCATTER || o->coll == C_SCATTER ? b * R
+                                                                                           : b;
+    if (in > SLOT || (red && !reducible(o->dt)) || o->root < 0 || o->root >= c->nranks)
+        return ncclInvalidArgument;
+    return ncclSuccess;
+}
+
+static void run_op(const struct op *o)
+{
+    ncclResult_t r = o->kind == 0 ? run_coll(o) : o->kind == 1 ? run_send(o) : run_recv(o);
+    ncclResult_t none = ncclSuccess;
+    if (r != ncclSuccess)
+        atomic_compare_exchange_strong(&o->comm->async_error, &none, r);
+}
+
+/* The stream's worker runs a batch: sends first, then collectives, then receives (so a group's
+ * ring exchange cannot deadlock). */
+static void run_batch(void *arg)
+{
+    struct batch *b = arg;
+    for (int pass = 0; pass < 3; pass++)
+        for (size_t i = 0; i < b->n; i++) {
+            const struct op *o = &b->op[i];
+            if ((pass == 0 && o->kind == 1) || (pass == 1 && o->kind == 0) ||
+                (pass == 2 && o->kind == 2))
+                run_op(o);
+        }
+    for (size_t i = 0; i < b->n; i++)
+        atomic_fetch_sub(&b->op[i].comm->inflight, 1);
+    free(b);
+}
+
+static ncclResult_t enqueue_batch(const struct op *ops, size_t n)
+{
+    if (n == 0)
+        return ncclSuccess;
+    /* Into a capturing stream: real NCCL adds its kernels to the graph.  The simulation does not
+     * replay graphs, so captured work is accepted and dropped. */
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(ops[0].stream, &cs) == cudaSuccess &&
+        cs != cudaStreamCaptureStatusNone)
+        return ncclSuccess;
+    struct batch *b = malloc(sizeof(*b) + n * sizeof(struct op));
+    if (!b)
+        return ncclSystemError;
+    b->n = n;
+    memcpy(b->op, ops, n * sizeof(struct op));
+    for (size_t i = 0; i < n; i++)
+        atomic_fetch_add(&ops[i].comm->inflight, 1);
+    if (cudaLaunchHostFunc(ops[0].stream, run_batch, b) != cudaSuccess) {
+        for (size_t i = 0; i < n; i++)
+            atomic_fetch_sub(&ops[i].comm->inflight, 1);
+        free(b);
+        return ncclUnhandledCudaError;
+    }
+    return ncclSuccess;
+}
+
 static ncclResult_t submit(const struct op *o)
 {
-    if (!o->comm || !o->comm->s)
-        return ncclInvalidArgument;
+    ncclResult_t rc = check(o);
+    if (rc != ncclSuccess)
+        return rc;
     if (group_depth == 0)
-        return o->kind == 0 ? run_coll(o) : o->kind == 1 ? run_send(o) : run_recv(o);
+        return enqueue_batch(o, 1);
     if (nqueue == capqueue) {
         capqueue = capqueue ? 2 * capqueue : 16;
         struct op *q = realloc(queue, capqueue * sizeof(*q));
@@ -298,6 +386,14 @@ static ncclResult_t submit(const struct op *o)
     }
     queue[nqueue++] = *o;
     return ncclSuccess;
+}
+
+/* Host-side operations on a communicator (split, destroy) first let its enqueued work finish. */
+static void drain(ncclComm_t c)
+{
+    unsigned spins = 0;
+    while (c && atomic_load(&c->inflight) > 0)
+        pause_briefly(&spins);
 }
 
 /* ---- communicators ---- */
@@ -423,9 +519,12 @@ SIM_EXPORT ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, nccl
                                        ncclConfig_t *config)
 {
     (void)config;
+    if (!comm || !comm->s)
+        return ncclInvalidArgument;
+    drain(comm);
     /* Everyone publishes (color, key) through the collective slots, then picks its group. */
     int mine[2] = {color, key};
-    struct op o = {0, C_ALLGATHER, mine, NULL, 2, ncclInt32, ncclSum, 0, comm};
+    struct op o = {0, C_ALLGATHER, mine, NULL, 2, ncclInt32, ncclSum, 0, comm, NULL};
     int *all = calloc((size_t)comm->nranks, sizeof(mine));
     if (!all)
         return ncclSystemError;
@@ -454,6 +553,7 @@ static void comm_close(ncclComm_t c)
 {
     if (!c)
         return;
+    drain(c);
     munmap(c->s, c->map_bytes);
     shm_unlink(c->name); /* the last reference keeps it for the others */
     free(c);
@@ -476,8 +576,9 @@ SIM_EXPORT ncclResult_t pncclCommAbort(ncclComm_t c)
 }
 SIM_EXPORT ncclResult_t pncclCommGetAsyncError(ncclComm_t c, ncclResult_t *e)
 {
-    (void)c;
-    *e = ncclSuccess;
+    if (!c || !e)
+        return ncclInvalidArgument;
+    *e = atomic_load(&c->async_error);
     return ncclSuccess;
 }
 SIM_EXPORT ncclResult_t pncclCommCount(const ncclComm_t c, int *n)
@@ -505,15 +606,13 @@ SIM_EXPORT const char *pncclGetErrorString(ncclResult_t r)
 SIM_EXPORT ncclResult_t pncclAllReduce(const void *sb, void *rb, size_t count, ncclDataType_t dt,
                                        ncclRedOp_t op, ncclComm_t comm, cudaStream_t s)
 {
-    (void)s;
-    struct op o = {0, C_ALLREDUCE, sb, rb, count, dt, op, 0, comm};
+    struct op o = {0, C_ALLREDUCE, sb, rb, count, dt, op, 0, comm, s};
     return submit(&o);
 }
 SIM_EXPORT ncclResult_t pncclBroadcast(const void *sb, void *rb, size_t count, ncclDataType_t dt,
                                        int root, ncclComm_t comm, cudaStream_t s)
 {
-    (void)s;
-    struct op o = {0, C_BROADCAST, sb, rb, count, dt, ncclSum, root, comm};
+    struct op o = {0, C_BROADCAST, sb, rb, count, dt, ncclSum, root, comm, s};
     return submit(&o);
 }
 /* In place, through the public entry point, as real NCCL does. */
@@ -525,58 +624,50 @@ SIM_EXPORT ncclResult_t pncclBcast(void *buff, size_t count, ncclDataType_t dt, 
 SIM_EXPORT ncclResult_t pncclReduce(const void *sb, void *rb, size_t count, ncclDataType_t dt,
                                     ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t s)
 {
-    (void)s;
-    struct op o = {0, C_REDUCE, sb, rb, count, dt, op, root, comm};
+    struct op o = {0, C_REDUCE, sb, rb, count, dt, op, root, comm, s};
     return submit(&o);
 }
 SIM_EXPORT ncclResult_t pncclAllGather(const void *sb, void *rb, size_t count, ncclDataType_t dt,
                                        ncclComm_t comm, cudaStream_t s)
 {
-    (void)s;
-    struct op o = {0, C_ALLGATHER, sb, rb, count, dt, ncclSum, 0, comm};
+    struct op o = {0, C_ALLGATHER, sb, rb, count, dt, ncclSum, 0, comm, s};
     return submit(&o);
 }
 SIM_EXPORT ncclResult_t pncclReduceScatter(const void *sb, void *rb, size_t count,
                                            ncclDataType_t dt, ncclRedOp_t op, ncclComm_t comm,
                                            cudaStream_t s)
 {
-    (void)s;
-    struct op o = {0, C_REDUCESCATTER, sb, rb, count, dt, op, 0, comm};
+    struct op o = {0, C_REDUCESCATTER, sb, rb, count, dt, op, 0, comm, s};
     return submit(&o);
 }
 SIM_EXPORT ncclResult_t pncclAlltoAll(const void *sb, void *rb, size_t count, ncclDataType_t dt,
                                       ncclComm_t comm, cudaStream_t s)
 {
-    (void)s;
-    struct op o = {0, C_ALLTOALL, sb, rb, count, dt, ncclSum, 0, comm};
+    struct op o = {0, C_ALLTOALL, sb, rb, count, dt, ncclSum, 0, comm, s};
     return submit(&o);
 }
 SIM_EXPORT ncclResult_t pncclGather(const void *sb, void *rb, size_t count, ncclDataType_t dt,
                                     int root, ncclComm_t comm, cudaStream_t s)
 {
-    (void)s;
-    struct op o = {0, C_GATHER, sb, rb, count, dt, ncclSum, root, comm};
+    struct op o = {0, C_GATHER, sb, rb, count, dt, ncclSum, root, comm, s};
     return submit(&o);
 }
 SIM_EXPORT ncclResult_t pncclScatter(const void *sb, void *rb, size_t count, ncclDataType_t dt,
                                      int root, ncclComm_t comm, cudaStream_t s)
 {
-    (void)s;
-    struct op o = {0, C_SCATTER, sb, rb, count, dt, ncclSum, root, comm};
+    struct op o = {0, C_SCATTER, sb, rb, count, dt, ncclSum, root, comm, s};
     return submit(&o);
 }
 SIM_EXPORT ncclResult_t pncclSend(const void *sb, size_t count, ncclDataType_t dt, int peer,
                                   ncclComm_t comm, cudaStream_t s)
 {
-    (void)s;
-    struct op o = {1, 0, sb, NULL, count, dt, ncclSum, peer, comm};
+    struct op o = {1, 0, sb, NULL, count, dt, ncclSum, peer, comm, s};
     return submit(&o);
 }
 SIM_EXPORT ncclResult_t pncclRecv(void *rb, size_t count, ncclDataType_t dt, int peer,
                                   ncclComm_t comm, cudaStream_t s)
 {
-    (void)s;
-    struct op o = {2, 0, NULL, rb, count, dt, ncclSum, peer, comm};
+    struct op o = {2, 0, NULL, rb, count, dt, ncclSum, peer, comm, s};
     return submit(&o);
 }
 
@@ -596,19 +687,7 @@ SIM_EXPORT ncclResult_t pncclGroupEnd(void)
         return ncclInvalidUsage;
     if (--group_depth)
         return ncclSuccess;
-    ncclResult_t rc = ncclSuccess;
-    for (int pass = 0; pass < 3; pass++) /* sends, collectives, receives */
-        for (size_t i = 0; i < nqueue; i++) {
-            const struct op *o = &queue[i];
-            ncclResult_t r = ncclSuccess;
-            if (pass == 0 && o->kind == 1)
-                r = run_send(o);
-            else if (pass == 1 && o->kind == 0)
-                r = run_coll(o);
-            else if (pass == 2 && o->kind == 2)
-                r = run_recv(o);
-            rc = rc == ncclSuccess ? r : rc;
-        }
+    ncclResult_t rc = enqueue_batch(queue, nqueue);
     nqueue = 0;
     return rc;
 }
