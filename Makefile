@@ -18,7 +18,7 @@ ANALYZER_LIB_SRC := $(filter-out analyzer/main.c,$(wildcard analyzer/*.c))
 SIM_CUDART_SRC := tests/sim/cudart.c tests/sim/topo_file.c tests/sim/counters.c
 SIM_NVML_SRC := tests/sim/nvml.c tests/sim/topo_file.c tests/sim/counters.c
 SIM_VERBS_SRC := tests/sim/verbs.c tests/sim/topo_file.c
-SIM_NCCL_SRC := tests/sim/nccl.c tests/sim/topo_file.c
+SIM_NCCL_SRC := tests/sim/nccl.c tests/sim/nccl_ib.c tests/sim/topo_file.c
 
 LIBICX := $(BUILD)/lib/libicxtrace.so
 ANALYZE := $(BUILD)/bin/icx-analyze
@@ -102,7 +102,7 @@ $(SIM_VERBS): $(patsubst tests/sim/%.c,$(O)/sim/%.o,$(SIM_VERBS_SRC)) tests/sim/
 $(SIM_NCCL): $(patsubst tests/sim/%.c,$(O)/sim/%.o,$(SIM_NCCL_SRC)) $(SIM_CUDART)
 	@mkdir -p $(dir $@)
 	$(CC) -shared $(SAN) -Wl,-soname,libnccl.so.2 -o $@ $(filter %.o,$^) \
-	    -L$(BUILD)/sim/lib -lcudart -lpthread -lrt
+	    -L$(BUILD)/sim/lib -lcudart -lpthread -lrt -ldl
 
 # Test workloads compile against the real CUDA headers and link the (simulated) libcudart.
 $(BUILD)/tests/%: tests/e2e/%.c $(SIM_CUDART)

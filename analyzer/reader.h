@@ -222,7 +222,8 @@ struct icx_proc {
     size_t nncomms, cap_ncomms;
     struct icx_rd_ncall *ncalls;
     size_t nncalls, cap_ncalls;
-    char *nccl_dump[2]; /* NCCL's topology and graph XML, as it wrote them (NULL: none) */
+    char *nccl_dump[3]; /* NCCL's topology and graph XML as it wrote them, its NCCL_DEBUG
+                         * transport lines (NULL: none) */
     double t_first, t_last; /* monotonic seconds covered by the trace */
     /* tick -> ns mapping, from the CLOCK records */
     double slope, intercept;

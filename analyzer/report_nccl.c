@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nccl_graph.h"
 #include "report.h"
 
 #define NOPS 12
@@ -116,6 +117,8 @@ struct clockfix {
 struct edge {
     const char *src_host, *dst_host;
     int src_gpu, dst_gpu;
+    const char *src_nic, *dst_nic; /* NICs of a network edge, from NCCL's graph (NULL: unknown) */
+    const char *source;            /* "graph", "ring model" or "p2p" */
     double bytes;
 };
 
@@ -125,8 +128,11 @@ struct icx_nccl {
     struct clockfix *clk;
     size_t nclk;
     const struct icx_trace *t;
-    struct edge *edges; /* the ring model's per-link bytes */
+    struct edge *edges; /* per-link bytes, from NCCL's graph or the ring model */
     size_t nedges;
+    int comms_graph, comms_ring; /* communicators attributed each way */
+    char (**names)[64];          /* NIC name tables the edges point into */
+    size_t nnames;
 };
 
 static int dcmp(const void *a, const void *b)
@@ -360,24 +366,32 @@ static void align_clocks(const struct icx_trace *t, struct icx_nccl *N, struct c
     free(m);
 }
 
-/* Per-link traffic by the ring model: no NCCL graph is used yet, so every collective is taken
- * as a ring over the ranks in order, each rank sending its bus bytes (nccl-tests' bus factor
- * times the op's size) to the next; send/recv go to their peer.  Links join (host, CUDA device)
- * pairs: inside a host NVLink/P2P, across hosts the network. */
-static void edge_add(struct icx_nccl *N, const struct call *a, const struct call *b, double bytes)
+/* Per-link traffic.  Each collective's bus bytes (nccl-tests' factor times the op's size: what
+ * every rank of a ring sends to the next) are put on the edges NCCL chose: from its ring graph
+ * when every host of the communicator dumped one that covers exactly the communicator's GPUs
+ * there (each channel carries 1/nchannels: inside a host GPU to GPU in the channel's order; the
+ * last GPU of a host to the first of the next host's channel, leaving and entering through the
+ * NICs the graph names); otherwise by the ring model -- the ranks in order, each sending to the
+ * next.  Send/recv go to their peer (which NIC is not in the graph).  Links join (host, CUDA
+ * device) pairs: inside a host P2P/NVLink, across hosts the network.  NCCL dumps the graph of its
+ * first communicator only; it is applied to every communicator whose GPUs it covers. */
+static int comm_gpu(const struct icx_proc *p, uint64_t comm_id)
+{
+    for (size_t k = 0; k < p->nncomms; k++) /* the creation, not the destroy */
+        if (p->ncomms[k].comm_id == comm_id && p->ncomms[k].device >= 0)
+            return p->ncomms[k].device;
+    return -1;
+}
+
+static void edge_add(struct icx_nccl *N, const struct call *a, const struct call *b,
+                     const char *snic, const char *dnic, const char *source, double bytes)
 {
     const char *sh = a->p->host ? a->p->host : "?", *dh = b->p->host ? b->p->host : "?";
-    int sg = -1, dg = -1;
-    for (size_t k = 0; k < a->p->nncomms && sg < 0; k++) /* the creation, not the destroy */
-        if (a->p->ncomms[k].comm_id == a->comm_id)
-            sg = a->p->ncomms[k].device;
-    for (size_t k = 0; k < b->p->nncomms && dg < 0; k++)
-        if (b->p->ncomms[k].comm_id == b->comm_id)
-            dg = b->p->ncomms[k].device;
+    int sg = comm_gpu(a->p, a->comm_id), dg = comm_gpu(b->p, b->comm_id);
     for (size_t i = 0; i < N->nedges; i++) {
         struct edge *e = &N->edges[i];
         if (!strcmp(e->src_host, sh) && !strcmp(e->dst_host, dh) && e->src_gpu == sg &&
-            e->dst_gpu == dg) {
+            e->dst_gpu == dg && e->src_nic == snic && e->dst_nic == dnic && e->source == source) {
             e->bytes += bytes;
             return;
         }
@@ -386,26 +400,167 @@ static void edge_add(struct icx_nccl *N, const struct call *a, const struct call
     if (!ne)
         return;
     N->edges = ne;
-    N->edges[N->nedges++] = (struct edge){sh, dh, sg, dg, bytes};
+    N->edges[N->nedges++] = (struct edge){sh, dh, sg, dg, snic, dnic, source, bytes};
 }
 
-static void ring_links(struct icx_nccl *N, const struct call *v, size_t n)
+/* One directed edge of a communicator's routing: from call a to call b of an instance (offsets,
+ * ranks in order), through NICs (names interned in the plan), carrying `frac` of the bus bytes. */
+struct plan_edge {
+    int a, b;
+    const char *snic, *dnic;
+    double frac;
+};
+#define PLAN_HOSTS 64
+struct plan {
+    uint64_t comm_id;
+    int nranks, ok;
+    struct plan_edge *e;
+    size_t n;
+    char (*names)[64]; /* NIC names the edges point into */
+    size_t nnames;
+    struct icx_ring_graph *g[PLAN_HOSTS]; /* per host, in order of first rank */
+};
+
+static const char *plan_name(struct plan *P, const char *name)
 {
+    for (size_t i = 0; i < P->nnames; i++)
+        if (!strcmp(P->names[i], name))
+            return P->names[i];
+    snprintf(P->names[P->nnames], 64, "%s", name);
+    return P->names[P->nnames++];
+}
+
+/* The graph routing of the instance v[i..j) (all ranks, in rank order); P->ok 0 when NCCL's
+ * graph does not cover it. */
+static void plan_build(struct plan *P, const struct call *v, size_t i, size_t j)
+{
+    size_t R = j - i;
+    const char *hosts[PLAN_HOSTS];
+    int nh = 0, *host_of = calloc(R, sizeof(int)), *gpu = calloc(R, sizeof(int));
+    P->ok = 0;
+    if (!host_of || !gpu)
+        goto out;
+    for (size_t k = 0; k < R; k++) {
+        const char *h = v[i + k].p->host ? v[i + k].p->host : "?";
+        int x = 0;
+        while (x < nh && strcmp(hosts[x], h))
+            x++;
+        if (x == nh) {
+            if (nh == PLAN_HOSTS)
+                goto out;
+            hosts[nh] = h;
+            P->g[nh++] = icx_ring_graph_parse(v[i + k].p->nccl_dump[1], v[i + k].p->nccl_dump[0]);
+            if (!P->g[x])
+                goto out;
+        }
+        host_of[k] = x;
+        if ((gpu[k] = comm_gpu(v[i + k].p, v[i + k].comm_id)) < 0)
+            goto out;
+    }
+    int C = P->g[0]->nchannels;
+    for (int h = 1; h < nh; h++)
+        if (P->g[h]->nchannels != C)
+            goto out;
+    P->names = calloc((size_t)(2 * C * nh + 1), sizeof(*P->names));
+    P->e = calloc((size_t)C * R + 1, sizeof(*P->e));
+    if (!P->names || !P->e)
+        goto out;
+    for (int c = 0; c < C; c++)
+        for (int h = 0; h < nh; h++) {
+            const struct icx_ring_channel *ch = &P->g[h]->ch[c];
+            int member[ICX_GRAPH_MAX_GPUS], on_host = 0;
+            for (size_t k = 0; k < R; k++)
+                on_host += host_of[k] == h;
+            if (ch->ngpus != on_host)
+                goto out;
+            for (int x = 0; x < ch->ngpus; x++) { /* the call of the channel's x-th GPU */
+                member[x] = -1;
+                for (size_t k = 0; k < R; k++)
+                    if (host_of[k] == h && gpu[k] == ch->gpu[x])
+                        member[x] = (int)k;
+                if (member[x] < 0)
+                    goto out;
+            }
+            for (int x = 0; x + 1 < ch->ngpus; x++)
+                P->e[P->n++] = (struct plan_edge){member[x], member[x + 1], NULL, NULL, 1.0 / C};
+            /* leave the host: to the first GPU of the next host's channel, or round to our own */
+            int nx = (h + 1) % nh, to = -1;
+            const struct icx_ring_channel *nc = &P->g[nx]->ch[c];
+            for (size_t k = 0; k < R; k++)
+                if (host_of[k] == nx && gpu[k] == nc->gpu[0])
+                    to = (int)k;
+            if (to < 0)
+                goto out;
+            const char *sn = nh > 1 && ch->net_out >= 0 ? plan_name(P, ch->out_name) : NULL;
+            const char *dn = nh > 1 && nc->net_in >= 0 ? plan_name(P, nc->in_name) : NULL;
+            P->e[P->n++] = (struct plan_edge){member[ch->ngpus - 1], to, sn, dn, 1.0 / C};
+        }
+    P->ok = 1;
+out:
+    free(host_of);
+    free(gpu);
+}
+
+static void links(struct icx_nccl *N, const struct call *v, size_t n)
+{
+    struct plan *plans = NULL;
+    size_t np = 0;
     for (size_t i = 0; i < n;) {
         size_t j = instance_end(v, n, i);
         if (v[i].op < 8 && j - i == (size_t)v[i].nranks && j - i > 1) {
-            double R = (double)v[i].nranks;
-            for (size_t k = i; k < j; k++) { /* sorted by rank: the next is the next element */
-                const struct call *to = k + 1 < j ? &v[k + 1] : &v[i];
-                edge_add(N, &v[k], to,
-                         (double)v[k].bytes * size_mult(v[k].op, R) * bus_factor(v[k].op, R));
+            struct plan *P = NULL;
+            for (size_t q = 0; q < np && !P; q++)
+                if (plans[q].comm_id == v[i].comm_id && plans[q].nranks == v[i].nranks)
+                    P = &plans[q];
+            if (!P) {
+                struct plan *nplans = realloc(plans, (np + 1) * sizeof(*plans));
+                if (!nplans)
+                    break;
+                plans = nplans;
+                P = &plans[np++];
+                memset(P, 0, sizeof(*P));
+                P->comm_id = v[i].comm_id;
+                P->nranks = v[i].nranks;
+                plan_build(P, v, i, j);
+                if (P->ok)
+                    N->comms_graph++;
+                else
+                    N->comms_ring++;
             }
+            double R = (double)v[i].nranks;
+            if (P->ok)
+                for (size_t e = 0; e < P->n; e++) {
+                    const struct call *a = &v[i + (size_t)P->e[e].a];
+                    edge_add(N, a, &v[i + (size_t)P->e[e].b], P->e[e].snic, P->e[e].dnic, "graph",
+                             (double)a->bytes * size_mult(a->op, R) * bus_factor(a->op, R) *
+                                 P->e[e].frac);
+                }
+            else
+                for (size_t k = i; k < j; k++) { /* sorted by rank: the next is the next element */
+                    const struct call *to = k + 1 < j ? &v[k + 1] : &v[i];
+                    edge_add(N, &v[k], to, NULL, NULL, "ring model",
+                             (double)v[k].bytes * size_mult(v[k].op, R) * bus_factor(v[k].op, R));
+                }
         } else if (v[i].op >= 8 && j - i == 2) {
             const struct call *s = v[i].op == 8 ? &v[i] : &v[i + 1], *r = s == &v[i] ? &v[i + 1] : &v[i];
-            edge_add(N, s, r, (double)s->bytes);
+            edge_add(N, s, r, NULL, NULL, "p2p", (double)s->bytes);
         }
         i = j;
     }
+    /* The edges point into the plans' name tables: the report keeps them. */
+    char (**keep)[64] = realloc(N->names, (N->nnames + np + 1) * sizeof(*keep));
+    for (size_t q = 0; q < np; q++) {
+        for (int h = 0; h < PLAN_HOSTS; h++)
+            free(plans[q].g[h]);
+        free(plans[q].e);
+        if (keep)
+            keep[N->nnames++] = plans[q].names;
+    }
+    if (keep)
+        N->names = keep;
+    else
+        N->nedges = 0; /* cannot keep the names: drop the links rather than point at freed ones */
+    free(plans);
 }
 
 /* The NCCL calls process p was inside when its trace ended: per thread, a pending (entry) record
@@ -732,7 +887,7 @@ struct icx_nccl *icx_nccl_compute(const struct icx_trace *t, struct icx_findings
                             "host work, a slower GPU or CPU placement); the others idle meanwhile");
         }
     }
-    ring_links(N, v, n);
+    links(N, v, n);
     free(v);
     hangs(t, N, F);
     N->t = t;
@@ -778,8 +933,18 @@ void icx_nccl_json(struct icx_json *j, const struct icx_nccl *N)
     }
     icx_json_end(j);
     icx_json_obj(j, "nccl_links");
-    icx_json_str(j, "model", "ring over the ranks in order, bus bytes per nccl-tests (no NCCL graph "
-                             "used); send/recv to their peer");
+    icx_json_str(j, "model",
+                 N && N->comms_graph && !N->comms_ring
+                     ? "graph: NCCL's ring graph (as dumped per host), bus bytes per nccl-tests "
+                       "split evenly over its channels; send/recv to their peer"
+                 : N && N->comms_graph ? "graph where NCCL's dumped ring graph covers the "
+                                         "communicator, else ring over the ranks in order; bus "
+                                         "bytes per nccl-tests; send/recv to their peer"
+                                       : "ring over the ranks in order, bus bytes per nccl-tests "
+                                         "(no NCCL graph covered the communicators); send/recv to "
+                                         "their peer");
+    icx_json_int(j, "communicators_by_graph", N ? N->comms_graph : 0);
+    icx_json_int(j, "communicators_by_ring_model", N ? N->comms_ring : 0);
     icx_json_arr(j, "links");
     for (size_t i = 0; N && i < N->nedges; i++) {
         const struct edge *e = &N->edges[i];
@@ -789,14 +954,52 @@ void icx_nccl_json(struct icx_json *j, const struct icx_nccl *N)
         icx_json_str(j, "dst_host", e->dst_host);
         icx_json_int(j, "dst_gpu", e->dst_gpu);
         icx_json_str(j, "transport", strcmp(e->src_host, e->dst_host) ? "NET" : "P2P");
+        if (e->src_nic)
+            icx_json_str(j, "src_nic", e->src_nic);
+        else
+            icx_json_null(j, "src_nic");
+        if (e->dst_nic)
+            icx_json_str(j, "dst_nic", e->dst_nic);
+        else
+            icx_json_null(j, "dst_nic");
+        icx_json_str(j, "source", e->source);
         icx_json_num(j, "bytes", e->bytes);
+        icx_json_end(j);
+    }
+    icx_json_end(j);
+    /* per NIC: what NCCL's routing put through it (network edges whose NIC the graph names) */
+    icx_json_arr(j, "nics");
+    for (size_t i = 0; N && i < 2 * N->nedges; i++) {
+        const struct edge *e = &N->edges[i / 2];
+        const char *host = i % 2 ? e->dst_host : e->src_host, *nic = i % 2 ? e->dst_nic : e->src_nic;
+        int first = nic != NULL;
+        for (size_t q = 0; first && q < i; q++) { /* first mention of (host, nic) */
+            const struct edge *x = &N->edges[q / 2];
+            const char *h2 = q % 2 ? x->dst_host : x->src_host, *n2 = q % 2 ? x->dst_nic : x->src_nic;
+            first = !(n2 && !strcmp(h2, host) && !strcmp(n2, nic));
+        }
+        if (!first)
+            continue;
+        double tx = 0, rx = 0;
+        for (size_t q = 0; q < N->nedges; q++) {
+            const struct edge *x = &N->edges[q];
+            if (x->src_nic && !strcmp(x->src_host, host) && !strcmp(x->src_nic, nic))
+                tx += x->bytes;
+            if (x->dst_nic && !strcmp(x->dst_host, host) && !strcmp(x->dst_nic, nic))
+                rx += x->bytes;
+        }
+        icx_json_obj(j, NULL);
+        icx_json_str(j, "host", host);
+        icx_json_str(j, "nic", nic);
+        icx_json_num(j, "tx_bytes", tx);
+        icx_json_num(j, "rx_bytes", rx);
         icx_json_end(j);
     }
     icx_json_end(j);
     icx_json_end(j);
     /* NCCL's own topology and graph XML, each distinct text once with the processes that wrote it */
     icx_json_arr(j, "nccl_dumps");
-    for (int k = 0; N && N->t && k < 2; k++)
+    for (int k = 0; N && N->t && k < 3; k++)
         for (size_t i = 0; i < N->t->nprocs; i++) {
             const char *x = N->t->procs[i]->nccl_dump[k];
             int first = x != NULL;
@@ -805,14 +1008,14 @@ void icx_nccl_json(struct icx_json *j, const struct icx_nccl *N)
             if (!first)
                 continue;
             icx_json_obj(j, NULL);
-            icx_json_str(j, "kind", k ? "graph" : "topology");
+            icx_json_str(j, "kind", k == 2 ? "debug" : k ? "graph" : "topology");
             icx_json_int(j, "bytes", (long long)strlen(x));
             icx_json_arr(j, "pids");
             for (size_t q = i; q < N->t->nprocs; q++)
                 if (N->t->procs[q]->nccl_dump[k] && !strcmp(N->t->procs[q]->nccl_dump[k], x))
                     icx_json_int(j, NULL, N->t->procs[q]->pid);
             icx_json_end(j);
-            icx_json_str(j, "xml", x);
+            icx_json_str(j, k == 2 ? "text" : "xml", x);
             icx_json_end(j);
         }
     icx_json_end(j);
@@ -905,5 +1108,8 @@ void icx_nccl_free(struct icx_nccl *N)
     free(N->v);
     free(N->clk);
     free(N->edges);
+    for (size_t i = 0; i < N->nnames; i++)
+        free(N->names[i]);
+    free(N->names);
     free(N);
 }

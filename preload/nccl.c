@@ -13,6 +13,7 @@
  * call's stream before and after it (gpu.c: never in a capturing stream, polled by the writer),
  * so the span covers NCCL's kernel from the moment the stream reached it; calls in a group are
  * timed together around the outermost ncclGroupEnd, on every stream the group used. */
+#include <errno.h>
 #include <nccl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -41,6 +42,25 @@ static struct icx_ncomm icx_ncomms[ICX_NCOMM_MAX];
 static unsigned icx_nncomms;
 static pthread_mutex_t icx_ncomm_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic uint32_t icx_group_ids;
+/* NCCL's own guard: an NCCL call made inside another (ncclBcast -> ncclBroadcast) goes straight
+ * through, but the process-wide guard stays off while NCCL runs, so what NCCL itself does through
+ * hooked libraries on this thread -- libibverbs found with dlvsym, above all -- is traced. */
+static ICX_TLS int icx_nccl_guard;
+static inline int icx_nccl_on(void)
+{
+    return icx_hooks_on() && !icx_nccl_guard;
+}
+static inline void icx_ncall_enter(struct icx_call *c)
+{
+    icx_nccl_guard = 1;
+    c->t0 = icx_ticks();
+}
+static inline void icx_ncall_exit(const struct icx_call *c)
+{
+    icx_nccl_guard = 0;
+    errno = c->saved_errno;
+}
+
 static ICX_TLS int icx_group_depth;
 static ICX_TLS uint32_t icx_group_id;
 #define ICX_GROUP_STREAMS 8 /* streams timed per group; more are counted as lost timing */
@@ -150,10 +170,10 @@ struct icx_nsym {
     icx_real_##name##_t real = ICX_NCCL_REAL(name);                                                \
     if (!real)                                                                                     \
         return ncclSystemError;                                                                    \
-    if (!icx_hooks_on())                                                                           \
+    if (!icx_nccl_on())                                                                           \
         return real args;                                                                          \
     struct icx_call c;                                                                             \
-    icx_call_enter(&c)
+    icx_ncall_enter(&c)
 
 static void *icx_nccl_real(struct icx_nsym *s)
 {
@@ -265,7 +285,7 @@ static cudaError_t icx_nccl_enqueued(ncclResult_t rc)
         uint32_t gid = timed ? icx_gpu_end_as(&g, stream, icx_nccl_enqueued(rc), 0) : 0;           \
         icx_rec_call(ICX_API_##name, c.t0, 0, comm, count, (int)(dt), (int)(redop), peer, seq,     \
                      stream, rc, gid);                                                             \
-        icx_call_exit(&c);                                                                         \
+        icx_ncall_exit(&c);                                                                         \
         return rc;                                                                                 \
     }
 
@@ -316,7 +336,7 @@ ICX_EXPORT ncclResult_t ncclGroupStart(void)
     if (!real)
         return ncclSystemError;
     ncclResult_t rc = real();
-    if (rc == ncclSuccess && !icx_self.guard && icx_group_depth++ == 0) {
+    if (rc == ncclSuccess && !icx_nccl_guard && icx_group_depth++ == 0) {
         icx_group_id = atomic_fetch_add_explicit(&icx_group_ids, 1, memory_order_relaxed) + 1;
         icx_group_nstreams = 0;
     }
@@ -328,10 +348,10 @@ ICX_EXPORT ncclResult_t ncclGroupEnd(void)
     icx_real_ncclGroupEnd_t real = ICX_NCCL_REAL(ncclGroupEnd);
     if (!real)
         return ncclSystemError;
-    if (!icx_hooks_on() || icx_group_depth == 0)
+    if (!icx_nccl_on() || icx_group_depth == 0)
         return real();
     struct icx_call c;
-    icx_call_enter(&c);
+    icx_ncall_enter(&c);
     int outer = icx_group_depth == 1; /* the outermost end launches the group */
     struct icx_gpu_req g[ICX_GROUP_STREAMS];
     int timed[ICX_GROUP_STREAMS] = {0}, ns = outer ? icx_group_nstreams : 0;
@@ -354,7 +374,7 @@ ICX_EXPORT ncclResult_t ncclGroupEnd(void)
         icx_group_nstreams = 0;
     }
     icx_group_depth--;
-    icx_call_exit(&c);
+    icx_ncall_exit(&c);
     return rc;
 }
 
@@ -378,6 +398,8 @@ static void icx_comm_shape(ncclComm_t h, int *rank, int *nranks)
         fu(h, rank);
 }
 
+static void icx_debug_collect(void);
+
 static void icx_comm_created(enum icx_api api, uint64_t t0, ncclComm_t *out, uint64_t id,
                              uint64_t parent, int rank, int nranks, int color, int key,
                              ncclResult_t rc)
@@ -389,6 +411,8 @@ static void icx_comm_created(enum icx_api api, uint64_t t0, ncclComm_t *out, uin
         icx_ncomm_add(h, id, rank, nranks);
     icx_rec_comm(api, t0, h, id, parent, rank, nranks, rc == ncclSuccess ? icx_comm_device(h) : -1,
                  color, key, rc);
+    if (rc == ncclSuccess)
+        icx_debug_collect();
 }
 
 /* ---- NCCL's own view of the machine: its topology and graph dumps ----
@@ -401,7 +425,8 @@ static int icx_dump_ours[2];
 static pthread_once_t icx_dump_once = PTHREAD_ONCE_INIT;
 static _Atomic int icx_dump_collected;
 static pthread_mutex_t icx_dump_lock = PTHREAD_MUTEX_INITIALIZER;
-static char *icx_dump_text[2]; /* read, for the writer */
+static char *icx_dump_text[3]; /* read, for the writer; [2]: NCCL_DEBUG transport lines */
+static long icx_debug_off;     /* how far NCCL_DEBUG_FILE has been read */
 
 static void icx_dumps_prepare(void)
 {
@@ -441,9 +466,74 @@ static void icx_dumps_collect(void)
     }
 }
 
+/* NCCL_DEBUG output, where the user sent it to a file (NCCL_DEBUG_FILE; %h and %p expanded as
+ * NCCL does): after each communicator is made, the lines added since the last look that name a
+ * channel's transport ("via P2P/...", "via NET/IB/...") or the rings' summary are kept for the
+ * trace.  Output to stdout is not touched. */
+static void icx_debug_collect(void)
+{
+    const char *f = getenv("NCCL_DEBUG_FILE");
+    if (!f || !*f)
+        return;
+    char host[256] = "", path[512];
+    gethostname(host, sizeof(host) - 1);
+    host[strcspn(host, ".")] = 0;
+    size_t o = 0;
+    for (size_t i = 0; f[i] && o + 1 < sizeof(path); i++) {
+        if (f[i] == '%' && (f[i + 1] == 'h' || f[i + 1] == 'p')) {
+            int n = f[i + 1] == 'h' ? snprintf(path + o, sizeof(path) - o, "%s", host)
+                                    : snprintf(path + o, sizeof(path) - o, "%d", (int)getpid());
+            o = n > 0 && o + (size_t)n < sizeof(path) ? o + (size_t)n : sizeof(path) - 1;
+            i++;
+        } else {
+            path[o++] = f[i];
+        }
+    }
+    path[o] = 0;
+    FILE *in = fopen(path, "re");
+    if (!in)
+        return;
+    char line[1024];
+    size_t cap = 0, len = 0;
+    char *keep = NULL;
+    pthread_mutex_lock(&icx_dump_lock);
+    if (fseek(in, icx_debug_off, SEEK_SET) == 0)
+        while (fgets(line, sizeof(line), in)) {
+            if (!strstr(line, " via ") && !strstr(line, "Connected all"))
+                continue;
+            size_t n = strlen(line);
+            if (len + n + 1 > cap) {
+                size_t ncap = (cap ? 2 * cap : 4096) + n;
+                char *nk = realloc(keep, ncap);
+                if (!nk)
+                    break;
+                keep = nk;
+                cap = ncap;
+            }
+            memcpy(keep + len, line, n + 1);
+            len += n;
+        }
+    long at = ftell(in);
+    fclose(in);
+    if (at > icx_debug_off)
+        icx_debug_off = at;
+    if (keep && icx_dump_text[2]) { /* the writer has not taken the last lines yet */
+        size_t had = strlen(icx_dump_text[2]);
+        char *both = realloc(icx_dump_text[2], had + len + 1);
+        if (both) {
+            memcpy(both + had, keep, len + 1);
+            icx_dump_text[2] = both;
+        }
+        free(keep);
+    } else if (keep) {
+        icx_dump_text[2] = keep;
+    }
+    pthread_mutex_unlock(&icx_dump_lock);
+}
+
 void icx_nccl_writer_tick(struct icx_frame *f)
 {
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 3; k++) {
         pthread_mutex_lock(&icx_dump_lock);
         char *text = icx_dump_text[k];
         icx_dump_text[k] = NULL;
@@ -477,11 +567,11 @@ static ncclResult_t icx_init_rank(enum icx_api api, ncclComm_t *comm, int nranks
     if (with_config ? !cfg : !plain)
         return ncclSystemError;
 #define ICX_INIT() (with_config ? cfg(comm, nranks, uid, rank, config) : plain(comm, nranks, uid, rank))
-    if (!icx_hooks_on())
+    if (!icx_nccl_on())
         return ICX_INIT();
     pthread_once(&icx_dump_once, icx_dumps_prepare);
     struct icx_call c;
-    icx_call_enter(&c);
+    icx_ncall_enter(&c);
     ncclResult_t rc = ICX_INIT();
 #undef ICX_INIT
     icx_call_returned(&c);
@@ -489,7 +579,7 @@ static ncclResult_t icx_init_rank(enum icx_api api, ncclComm_t *comm, int nranks
                      nranks, 0, 0, rc);
     if (rc == ncclSuccess)
         icx_dumps_collect();
-    icx_call_exit(&c);
+    icx_ncall_exit(&c);
     return rc;
 }
 
@@ -525,7 +615,7 @@ ICX_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclC
     if (rc == ncclSuccess && newcomm)
         icx_comm_shape(*newcomm, &rank, &nranks);
     icx_comm_created(ICX_API_ncclCommSplit, c.t0, newcomm, id, parent, rank, nranks, color, key, rc);
-    icx_call_exit(&c);
+    icx_ncall_exit(&c);
     return rc;
 }
 
@@ -533,10 +623,10 @@ static ncclResult_t icx_comm_end(enum icx_api api, ncclResult_t (*real)(ncclComm
 {
     if (!real)
         return ncclSystemError;
-    if (!icx_hooks_on())
+    if (!icx_nccl_on())
         return real(h);
     struct icx_call c;
-    icx_call_enter(&c);
+    icx_ncall_enter(&c);
     uint64_t id = 0;
     int rank = -1, nranks = -1;
     pthread_mutex_lock(&icx_ncomm_lock);
@@ -552,7 +642,7 @@ static ncclResult_t icx_comm_end(enum icx_api api, ncclResult_t (*real)(ncclComm
     if (api != ICX_API_ncclCommFinalize)
         icx_ncomm_forget(h);
     icx_rec_comm(api, c.t0, h, id, 0, rank, nranks, -1, 0, 0, rc);
-    icx_call_exit(&c);
+    icx_ncall_exit(&c);
     return rc;
 }
 
@@ -609,7 +699,7 @@ ICX_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *uid)
     icx_rec_comm(ICX_API_ncclGetUniqueId, c.t0, NULL,
                  rc == ncclSuccess ? icx_fnv(uid, sizeof(*uid), 0xcbf29ce484222325ull) : 0, 0, -1,
                  -1, -1, 0, 0, rc);
-    icx_call_exit(&c);
+    icx_ncall_exit(&c);
     return rc;
 }
 
@@ -627,7 +717,7 @@ ICX_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *
         icx_comm_created(ICX_API_ncclCommInitAll, c.t0, &comms[i], id, 0, i, ndev, 0, 0, rc);
     if (rc == ncclSuccess)
         icx_dumps_collect();
-    icx_call_exit(&c);
+    icx_ncall_exit(&c);
     return rc;
 }
 
@@ -642,7 +732,7 @@ ICX_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t *comm, int nranks, i
     icx_comm_created(ICX_API_ncclCommInitRankScalable, c.t0, comm, id, 0, rank, nranks, 0, 0, rc);
     if (rc == ncclSuccess)
         icx_dumps_collect();
-    icx_call_exit(&c);
+    icx_ncall_exit(&c);
     return rc;
 }
 
@@ -669,7 +759,7 @@ ICX_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int *excl, int nexcl, nc
         icx_comm_shape(*newcomm, &rank, &nranks);
     icx_comm_created(ICX_API_ncclCommShrink, c.t0, newcomm, id, parent, rank, nranks, nexcl, flags,
                      rc);
-    icx_call_exit(&c);
+    icx_ncall_exit(&c);
     return rc;
 }
 
@@ -681,7 +771,7 @@ ICX_EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int flags)
     int rank = -1, nranks = -1;
     uint64_t id = icx_comm_id_of(comm, &rank, &nranks);
     icx_rec_comm(ICX_API_ncclCommRevoke, c.t0, comm, id, 0, rank, nranks, -1, flags, 0, rc);
-    icx_call_exit(&c);
+    icx_ncall_exit(&c);
     return rc;
 }
 
@@ -697,7 +787,7 @@ ICX_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *err
         icx_rec_comm(ICX_API_ncclCommGetAsyncError, c.t0, comm, id, 0, rank, nranks, -1, 0, 0,
                      *err);
     }
-    icx_call_exit(&c);
+    icx_ncall_exit(&c);
     return rc;
 }
 
@@ -709,7 +799,7 @@ ICX_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *err
         ncclResult_t rc = real args;                                                               \
         icx_call_returned(&c);                                                                     \
         icx_rec_call(ICX_API_##name, c.t0, 0, comm, size, ncclUint8, -1, -1, 0, NULL, rc, 0);      \
-        icx_call_exit(&c);                                                                         \
+        icx_ncall_exit(&c);                                                                         \
         return rc;                                                                                 \
     }
 ICX_NCCL_REG(ncclCommRegister, (const ncclComm_t cm, void *b, size_t n, void **h), (cm, b, n, h),
@@ -727,7 +817,7 @@ ICX_EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *info)
     if (!real)
         return ncclSystemError;
     ncclResult_t rc = real(info);
-    if (!icx_self.guard && icx_group_depth > 0 && --icx_group_depth == 0)
+    if (!icx_nccl_guard && icx_group_depth > 0 && --icx_group_depth == 0)
         icx_group_nstreams = 0;
     return rc;
 }

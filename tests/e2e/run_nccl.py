@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """NCCL tests on the simulated cluster: 16 ranks over 2 simulated nodes run tests/nccl/ddp_loop
 (all-reduce, ring send/recv in a group, ncclBcast, all-gather on a split node communicator,
-reduce-scatter) through the simulated libnccl, under the tracer.  The analyzer's calls and bytes
+reduce-scatter) through the simulated libnccl, under the tracer; the simulated NCCL enqueues its
+work on the ranks' streams and sends what crosses nodes through the simulated libibverbs.  The analyzer's calls and bytes
 per communicator and op must equal the ranks' ground truth, bus bandwidth must be within 5 % of the
 link model, results must be right with and without the tracer, and an injected slow rank must be
 the one straggler named.
@@ -17,7 +18,9 @@ import run_e2e as base
 from run_e2e import BUILD, ROOT, Skip, check
 
 STEPS, COUNT = 5, 65536  # 256 KiB of floats per all-reduce
-NIC_GBPS, NVLINK_GBPS = 0.01, 0.00005  # slow links: the modelled time dwarfs host overheads
+# Slow links, so the modelled time dwarfs host overheads: per NIC 0.1 MB/s (the world ring has 8
+# channels, one NIC each: 0.8 MB/s), NVSwitch 18 x 0.05 MB/s per GPU (0.9 MB/s).
+NIC_GBPS, NVLINK_GBPS = 0.0008, 0.00005
 
 
 def slow_topology(tmp):
@@ -32,7 +35,7 @@ def slow_topology(tmp):
     return path
 
 
-def job(tmp, trace=True, sim_args=(), want_rc=0, program=None, **env_extra):
+def job(tmp, trace=True, sim_args=(), want_rc=0, program=None, steps=STEPS, **env_extra):
     """Run ddp_loop over 2 x 8 simulated ranks; (analysis or None, truth {rank: {(comm, op): (calls,
     bytes)}})."""
     if os.geteuid() != 0:
@@ -49,7 +52,7 @@ def job(tmp, trace=True, sim_args=(), want_rc=0, program=None, **env_extra):
     if not trace:
         cmd.append("--no-trace")
     cmd += ["--"] + (program or [os.path.join(BUILD, "tests", "nccl", "ddp_loop")]) + \
-        [oob, str(STEPS), str(COUNT)]
+        [oob, str(steps), str(COUNT)]
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     check(p.returncode == want_rc, "job exit %d, want %d: %s %s" % (p.returncode, want_rc,
                                                                     p.stdout[-1500:], p.stderr[-1500:]))
@@ -106,7 +109,8 @@ def test_nccl_exact_and_busbw():
                 for op, o in ops.items():
                     check(o["calls_per_rank_min"] == o["calls_per_rank_max"] == STEPS,
                           "%s calls per rank %s" % (op, o))
-                rate = (NIC_GBPS if kind == "world" else 18 * NVLINK_GBPS * 8) * 1e9 / 8
+                nvl = 18 * NVLINK_GBPS * 1e9
+                rate = min(8 * NIC_GBPS * 1e9 / 8, nvl) if kind == "world" else nvl
                 for op in ("AllReduce", "ReduceScatter", "Broadcast", "AllGather"):
                     if op in ops:
                         bw = ops[op]["busbw_bytes_per_s"]
@@ -123,15 +127,34 @@ def test_nccl_exact_and_busbw():
                           "%.4f s" % (kind, op, o["timing"], o["gpu_timed_calls"], o["calls"],
                                       o["host_call_p50_s"], o["gpu_time_p50_s"]))
         check(doc["findings"] == [], "findings on a clean run: %s" % doc["findings"])
-        # per-link traffic by the ring model: the world ring crosses the nodes at 7->8 and 15->0
-        t7 = truth[7]
-        per_link = (t7[("world", "AllReduce")][1] * 2 * 15 / 16 + t7[("world", "Broadcast")][1] +
-                    t7[("world", "ReduceScatter")][1] * 16 * 15 / 16 + t7[("world", "Send")][1])
-        net = sorted((l["src_host"], l["src_gpu"], l["dst_host"], l["dst_gpu"], l["bytes"])
-                     for l in doc["nccl_links"]["links"] if l["transport"] == "NET")
-        check(net == [("simnode0", 7, "simnode1", 0, per_link), ("simnode1", 7, "simnode0", 0, per_link)],
-              "inter-node links %s, want %.0f bytes each way" % (net, per_link))
-        check("ring" in doc["nccl_links"]["model"], doc["nccl_links"]["model"])
+        # Per-link traffic from NCCL's own ring graph (8 channels; channel k enters a node at GPU
+        # k through mlx5_k and leaves it from GPU k-1 through mlx5_(k-1)): every NIC of both
+        # nodes carries 1/8 of the world collectives' bus bytes each way.
+        links = doc["nccl_links"]
+        check(links["communicators_by_graph"] == 3 and links["communicators_by_ring_model"] == 0,
+              "attribution: %s" % {k: links[k] for k in links if k != "links"})
+        t0 = truth[0]
+        bus = (t0[("world", "AllReduce")][1] * 2 * 15 // 16 + t0[("world", "Broadcast")][1] +
+               t0[("world", "ReduceScatter")][1] * 15)
+        by_graph = {(n["host"], n["nic"]): (n["tx_bytes"], n["rx_bytes"]) for n in links["nics"]}
+        want = {("simnode%d" % h, "mlx5_%d" % k): (bus / 8, bus / 8) for h in (0, 1) for k in range(8)}
+        check(by_graph == want, "NIC bytes by NCCL's graph %s, want %s each way" % (by_graph, bus / 8))
+        # ... and the simulated NCCL really sent them through libibverbs (dlopen + dlvsym, inline
+        # ibv_post_send), traced by the verbs hooks; the ring's send/recv across nodes (7->8,
+        # 15->0) leave through the sender's NIC and arrive at the receiver's.  The NICs' own
+        # counters agree.
+        p2p = t0[("world", "Send")][1]
+        for n in doc["verbs"]["nics"]:
+            tx, rx = by_graph[(n["host"], n["nic"])]
+            tx += p2p if n["nic"] == "mlx5_7" else 0
+            rx += p2p if n["nic"] == "mlx5_0" else 0
+            check((n["tx_bytes"], n["rx_bytes"]) == (tx, rx) and n["untraced_tx_bytes"] == 0,
+                  "%s %s traced tx/rx %d/%d (untraced %d), want %d/%d" % (
+                      n["host"], n["nic"], n["tx_bytes"], n["rx_bytes"], n["untraced_tx_bytes"], tx, rx))
+        p2p_net = sorted((l["src_host"], l["src_gpu"], l["dst_host"], l["dst_gpu"], l["bytes"])
+                         for l in links["links"] if l["source"] == "p2p" and l["transport"] == "NET")
+        check(p2p_net == [("simnode0", 7, "simnode1", 0, p2p), ("simnode1", 7, "simnode0", 0, p2p)],
+              "send/recv across nodes %s" % p2p_net)
         # NCCL's own topology and graph XML, captured from every rank
         dumps = {d["kind"]: d for d in doc["nccl_dumps"]}
         check(set(dumps) == {"topology", "graph"} and "mlx5_0" in dumps["topology"]["xml"] and
@@ -211,6 +234,53 @@ def test_nccl_hang_postmortem():
               and sorted(st["waiting_ranks"]) == [r for r in range(16) if r != 11]
               and st["waiting_on_gpu"] == 15, "stuck %s" % st)
         check(len(doc["findings"]) == 1, "other findings: %s" % doc["findings"])
+
+
+def test_nccl_slow_link():
+    """Node 1's mlx5_3 trains at 1x (--slow-nic 1:mlx5_3): the ring's channels through it hold up
+    every world collective, so the world busbw is a quarter of the 8 NICs' (2 NICs' worth) --
+    measured within 5 % -- while the node communicators are untouched; the degraded NIC is the one
+    finding (no rank is a straggler: all arrive on time and wait for the network)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        doc, _ = job(tmp, sim_args=("--slow-nic", "1:mlx5_3"), steps=2)
+        comms = by_comm(doc)
+        nic = NIC_GBPS * 1e9 / 8
+        for kind, cs in comms.items():
+            for c in cs:
+                ops = {o["op"]: o for o in c["ops"]}
+                rate = 8 * nic / 4 if kind == "world" else 18 * NVLINK_GBPS * 1e9
+                for op in ("AllReduce", "ReduceScatter", "Broadcast", "AllGather"):
+                    if op in ops:
+                        bw = ops[op]["busbw_bytes_per_s"]
+                        check(abs(bw - rate) <= 0.05 * rate, "%s %s busbw %.4g B/s, model %.4g"
+                              % (kind, op, bw, rate))
+        f = doc["findings"]
+        check(len(f) == 1 and f[0]["kind"] == "nic_degraded" and f[0]["host"] == "simnode1" and
+              "mlx5_3" in f[0]["evidence"], "findings %s" % f)
+
+
+def test_nccl_debug_transport_lines():
+    """With NCCL's own debug output sent to a file (NCCL_DEBUG=INFO, NCCL_DEBUG_FILE with %h/%p),
+    the tracer keeps its channel/transport lines in each rank's trace: every rank's world
+    communicator has one "[send] via NET/IB/<its NIC>" and one "[receive]" channel (8 channels,
+    one per GPU), the rest "via P2P"; nothing else of NCCL's output is kept."""
+    with tempfile.TemporaryDirectory() as tmp:
+        doc, _ = job(tmp, steps=1, NCCL_DEBUG="INFO",
+                     NCCL_DEBUG_FILE=os.path.join(tmp, "nccl-%h-%p.log"))
+        dbg = [d for d in doc["nccl_dumps"] if d["kind"] == "debug"]
+        check(len(dbg) == 16, "debug texts from %d processes" % len(dbg))
+        sends = recvs = 0
+        for d in dbg:
+            lines = d["text"].splitlines()
+            check(all(" via " in l or "Connected all rings" in l for l in lines), d["text"][:500])
+            net = [l for l in lines if "via NET/IB/" in l]
+            check(len(net) == 2 and len([l for l in lines if "via P2P/" in l]) == 7 + 8, d["text"])
+            sends += sum("[send]" in l for l in net)
+            recvs += sum("[receive]" in l for l in net)
+            # the NIC it names is the one of the rank's GPU ("[dev] NCCL INFO ... NET/IB/dev")
+            dev = net[0].split("[", 1)[1].split("]", 1)[0]
+            check(all(l.endswith("NET/IB/%s" % dev) for l in net), "NIC: %s" % net)
+        check(sends == 16 and recvs == 16, "send/receive lines %d/%d" % (sends, recvs))
 
 
 def test_nccl_capture_safety():

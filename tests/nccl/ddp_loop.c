@@ -99,7 +99,7 @@ int main(int argc, char **argv)
     CK(ncclCommSplit(wc, rank / lws, rank, &nc, NULL));
     int nn = 0;
     CK(ncclCommCount(nc, &nn));
-    size_t ring = count / 4, bc = count / 4, ag = count / 8, rs = count / 16;
+    size_t ring = count / 16, bc = count / 4, ag = count / 8, rs = count / 16;
     float *grad = dev_alloc(count), *sbuf = dev_alloc(ring), *rbuf = dev_alloc(ring);
     float *bbuf = dev_alloc(bc), *agin = dev_alloc(ag), *agout = dev_alloc(ag * (size_t)nn);
     float *rsin = dev_alloc(rs * (size_t)world), *rsout = dev_alloc(rs);

@@ -7,10 +7,12 @@
  * of the simulated libcudart is host memory): each rank copies its input into its slot, all meet at
  * a barrier, each computes its output from the slots, and all meet again.  Send/recv go through
  * per-pair mailboxes; calls between ncclGroupStart/End run at the outermost GroupEnd, sends first.
+ * What a ring would send across nodes also goes through libibverbs (nccl_ib.c), as NCCL's IB
+ * transport sends it.
  *
  * Timing: the link model of $ICXSIM_TOPOLOGY.  A collective takes latency + bus bytes / link rate
- * from the moment the last rank arrived (the ring's slowest link: NVLink within a node, the NICs'
- * rate across nodes, from the `nic` lines), with nccl-tests' bus-bandwidth factors.  As in real
+ * from the moment the last rank arrived (the ring's slowest link: NVLink within a node, across
+ * nodes one NIC per channel, from the `nic` lines), with nccl-tests' bus-bandwidth factors.  As in real
  * NCCL a call only enqueues its work on the caller's stream (cudaLaunchHostFunc of the simulated
  * libcudart) and returns; the stream's worker does it, so events recorded around a call time it
  * and cudaStreamSynchronize waits for it.  A group runs as one unit on the stream of its first
@@ -26,39 +28,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "nccl_sim.h"
 #include "topo_file.h"
 
 #define SIM_EXPORT __attribute__((visibility("default")))
 #define SLOT (4u << 20)
 #define MBOX (1u << 20)
-#define MAXR 64
 #define NCCL_ALIAS(name) __attribute__((weak, alias("p" #name)))
-
-struct shm {
-    _Atomic uint32_t count, gen, joined;
-    _Atomic uint64_t release_ns;
-    int nranks;
-    int node[MAXR];
-    struct {
-        _Atomic uint64_t sent, taken; /* messages put / consumed, src -> dst */
-        uint64_t bytes;
-    } box[MAXR][MAXR];
-    /* then: nranks collective slots, then nranks*nranks mailboxes */
-};
-
-struct ncclComm {
-    struct shm *s;
-    size_t map_bytes;
-    int rank, nranks, dev, nodes;
-    uint64_t id;
-    char name[96];
-    _Atomic int inflight;             /* enqueued batches not yet run */
-    _Atomic ncclResult_t async_error; /* first error found while running */
-};
+#define HDR ((sizeof(struct shm) + 4095) & ~(size_t)4095)
 
 struct op {
     int kind; /* 0 coll, 1 send, 2 recv */
@@ -71,6 +53,7 @@ struct op {
     int root;
     ncclComm_t comm;
     cudaStream_t stream;
+    int bootstrap; /* the library's own exchange (split): over the bootstrap, not the network */
 };
 
 struct batch { /* what one host function runs: a call, or a group */
@@ -99,14 +82,14 @@ static void pause_briefly(unsigned *spins)
 
 static char *slot(ncclComm_t c, int r)
 {
-    return (char *)c->s + 65536 * 4 + (size_t)r * SLOT;
+    return (char *)c->s + HDR + (size_t)r * SLOT;
 }
 static char *mbox(ncclComm_t c, int src, int dst)
 {
     return slot(c, c->nranks) + ((size_t)src * (size_t)c->nranks + (size_t)dst) * MBOX;
 }
 
-static void barrier(ncclComm_t c)
+void sim_barrier(ncclComm_t c)
 {
     struct shm *s = c->s;
     uint32_t gen = atomic_load(&s->gen);
@@ -173,27 +156,60 @@ static void average(void *out, size_t n, ncclDataType_t t, int nranks)
 enum { C_ALLREDUCE, C_BROADCAST, C_REDUCE, C_ALLGATHER, C_REDUCESCATTER, C_ALLTOALL, C_GATHER,
        C_SCATTER };
 
-/* Link-model duration of a collective (ns): nccl-tests' bus bytes over the ring's slowest link. */
-static uint64_t model_ns(ncclComm_t c, int coll, size_t bytes)
+/* nccl-tests' bus bytes of one collective whose per-rank size is `bytes` (gathers and scatters:
+ * one rank's share): what each rank of a ring sends to the next. */
+static uint64_t bus_bytes(int coll, int nranks, uint64_t bytes)
+{
+    uint64_t n = (uint64_t)nranks;
+    switch (coll) {
+    case C_ALLREDUCE: return 2 * (n - 1) * bytes / n;
+    case C_ALLGATHER: case C_REDUCESCATTER: case C_ALLTOALL: case C_GATHER: case C_SCATTER:
+        return (n - 1) * bytes;
+    default: return bytes;
+    }
+}
+
+static void topo_once(void)
 {
     if (!topo_loaded) {
         sim_topo_load(&topo);
         topo_loaded = 1;
     }
-    double n = c->nranks, bus;
-    switch (coll) {
-    case C_ALLREDUCE: bus = 2 * (n - 1) / n * (double)bytes; break;
-    case C_ALLGATHER: case C_REDUCESCATTER: case C_ALLTOALL: case C_GATHER: case C_SCATTER:
-        bus = (n - 1) / n * (double)bytes * n; break; /* bytes: one rank's share */
-    default: bus = (double)bytes;
+}
+
+/* The slowest NIC's rate, bytes/s (0: none).  A NIC named in $ICXSIM_SLOW_NICS (the launcher's
+ * --slow-nic: its port trained at 1x instead of 4x) runs at a quarter of its rate; the ring's
+ * channel through it then holds up the whole collective on every node (the end barrier). */
+static double nic_rate(void)
+{
+    double nic = 0;
+    const char *slow = getenv("ICXSIM_SLOW_NICS");
+    for (int i = 0; i < topo.nnics; i++) {
+        double r = topo.nic[i].rate_gbps * 1e9 / 8;
+        const char *m = slow ? strstr(slow, topo.nic[i].name) : NULL;
+        size_t len = strlen(topo.nic[i].name);
+        if (m && (m == slow || m[-1] == ',') && (m[len] == 0 || m[len] == ','))
+            r /= 4;
+        if (r > 0 && (nic == 0 || r < nic))
+            nic = r;
     }
-    double rate = topo.nvswitch_links * topo.nvlink_gbps * 1e9;
-    if (c->nodes > 1) {
-        double nic = 0;
-        for (int i = 0; i < topo.nnics; i++)
-            if (topo.nic[i].rate_gbps && (nic == 0 || topo.nic[i].rate_gbps * 1e9 / 8 < nic))
-                nic = topo.nic[i].rate_gbps * 1e9 / 8;
-        rate = nic > 0 ? nic : rate;
+    return nic;
+}
+
+/* Link-model duration (ns) of a collective (coll >= 0) or of a send (coll < 0; cross: between
+ * nodes): bus bytes over the slowest link of the path.  Inside a node a GPU's NVSwitch links;
+ * across nodes the ring has one channel per local GPU, each through its own NIC, so the rate is
+ * that many NICs' unless NVLink is slower; a send between nodes uses one NIC. */
+static uint64_t model_ns(ncclComm_t c, int coll, size_t bytes, int cross)
+{
+    topo_once();
+    double bus = coll >= 0 ? (double)bus_bytes(coll, c->nranks, bytes) : (double)bytes;
+    double nvl = topo.nvswitch_links * topo.nvlink_gbps * 1e9, rate = nvl, nic = nic_rate();
+    if (coll >= 0 && c->nodes > 1 && nic > 0) {
+        double ch = c->nranks / c->nodes;
+        rate = ch * nic < nvl ? ch * nic : nvl;
+    } else if (coll < 0 && cross && nic > 0) {
+        rate = nic;
     }
     return (uint64_t)(topo.latency_us * 1e3 + bus / rate * 1e9);
 }
@@ -218,11 +234,17 @@ static ncclResult_t run_coll(const struct op *o)
     if (o->sb && (o->coll != C_SCATTER || me == o->root) &&
         (o->coll != C_BROADCAST || me == o->root))
         memcpy(slot(c, me), o->sb, in_bytes);
-    barrier(c);
+    sim_barrier(c);
     uint64_t start = atomic_load(&c->s->release_ns);
     ncclResult_t rc = ncclSuccess;
+    /* What the ring sends across nodes goes over the network: this rank's share of the bus bytes
+     * (one channel of the ring's) to the next node, and the same from the previous one. */
+    if (!o->bootstrap && c->ib.on && c->ib.send_to >= 0)
+        rc = sim_ib_send(c, c->ib.send_to, bus_bytes(o->coll, R, b) / (uint64_t)c->ib.channels);
+    if (rc == ncclSuccess && !o->bootstrap && c->ib.on && c->ib.recv_from >= 0)
+        rc = sim_ib_wait(c, c->ib.recv_from);
     char *out = o->rb;
-    switch (o->coll) {
+    switch (rc == ncclSuccess ? o->coll : -1) {
     case C_ALLREDUCE:
     case C_REDUCE:
         if (o->coll == C_REDUCE && me != o->root)
@@ -255,8 +277,8 @@ static ncclResult_t run_coll(const struct op *o)
         break;
     case C_SCATTER: memcpy(out, slot(c, o->root) + (size_t)me * b, b); break;
     }
-    wait_until(start + model_ns(c, o->coll, b));
-    barrier(c); /* nobody refills a slot before everyone has read it */
+    wait_until(start + model_ns(c, o->coll, b, 0));
+    sim_barrier(c); /* nobody refills a slot before everyone has read it */
     return rc;
 }
 
@@ -273,6 +295,8 @@ static ncclResult_t run_send(const struct op *o)
     memcpy(mbox(c, c->rank, o->root), o->sb, b);
     x->bytes = b;
     atomic_fetch_add(&x->sent, 1);
+    if (c->ib.on && c->s->node[o->root] != c->s->node[c->rank]) /* the bytes, over the network */
+        return sim_ib_send(c, o->root, b);
     return ncclSuccess;
 }
 
@@ -289,10 +313,12 @@ static ncclResult_t run_recv(const struct op *o)
         pause_briefly(&spins);
     if (x->bytes != b)
         return ncclInvalidUsage;
+    int cross = c->s->node[o->root] != c->s->node[c->rank];
+    ncclResult_t rc = c->ib.on && cross ? sim_ib_wait(c, o->root) : ncclSuccess;
     memcpy(o->rb, mbox(c, o->root, c->rank), b);
     atomic_fetch_add(&x->taken, 1);
-    wait_until(start + model_ns(c, -1, b));
-    return ncclSuccess;
+    wait_until(start + model_ns(c, -1, b, cross));
+    return rc;
 }
 
 static int reducible(ncclDataType_t t)
@@ -418,17 +444,16 @@ SIM_EXPORT ncclResult_t pncclGetUniqueId(ncclUniqueId *id)
     return ncclSuccess;
 }
 
-/* Like NCCL: the detected topology and the graphs (here one ring over the ranks in order, crossing
- * nodes over the NIC of the rank's local index) go to the files the environment names, once. */
+/* Like NCCL: the detected topology and the ring graph go to the files the environment names,
+ * once (NCCL dumps at its first communicator).  The graph has one channel per local GPU: channel
+ * k enters a node through GPU k's NIC, runs through GPUs k, k+1, ... and leaves through the NIC of
+ * the GPU before k -- the edges ring_edges() in nccl_ib.c sends over. */
 static void write_dumps(ncclComm_t c)
 {
     static int done;
     if (done++)
         return;
-    if (!topo_loaded) {
-        sim_topo_load(&topo);
-        topo_loaded = 1;
-    }
+    topo_once();
     const char *tp = getenv("NCCL_TOPO_DUMP_FILE"), *gp = getenv("NCCL_GRAPH_DUMP_FILE");
     FILE *f = tp ? fopen(tp, "w") : NULL;
     if (f) {
@@ -444,19 +469,82 @@ static void write_dumps(ncclComm_t c)
         fclose(f);
     }
     f = gp ? fopen(gp, "w") : NULL;
-    if (f) {
+    int lws = c->nranks / (c->nodes ? c->nodes : 1);
+    if (f && lws > 0) {
         fprintf(f, "<graphs version=\"1\">\n  <graph id=\"0\" pattern=\"4\" crossnic=\"0\" "
-                   "nchannels=\"1\" speedintra=\"%g\" speedinter=\"%g\">\n    <channel>",
-                topo.nvswitch_links * topo.nvlink_gbps, topo.nnics ? topo.nic[0].rate_gbps / 8 : 0);
-        int lws = c->nranks / (c->nodes ? c->nodes : 1);
-        for (int r = 0; r < c->nranks; r++) {
-            if (c->nodes > 1 && r % lws == 0)
-                fprintf(f, "<net dev=\"%d\"/>", r % lws);
-            fprintf(f, "<gpu dev=\"%d\"/>", r % (lws ? lws : 1));
+                   "nchannels=\"%d\" speedintra=\"%g\" speedinter=\"%g\">\n",
+                lws, topo.nvswitch_links * topo.nvlink_gbps, topo.nnics ? topo.nic[0].rate_gbps / 8 : 0);
+        int nn = topo.nnics ? topo.nnics : 1;
+        for (int k = 0; k < lws; k++) {
+            fprintf(f, "    <channel>");
+            if (c->nodes > 1)
+                fprintf(f, "<net dev=\"%d\"/>", k % nn);
+            for (int i = 0; i < lws; i++)
+                fprintf(f, "<gpu dev=\"%d\"/>", (k + i) % lws);
+            if (c->nodes > 1)
+                fprintf(f, "<net dev=\"%d\"/>", (k + lws - 1) % lws % nn);
+            fprintf(f, "</channel>\n");
         }
-        fprintf(f, "</channel>\n  </graph>\n</graphs>\n");
+        fprintf(f, "  </graph>\n</graphs>\n");
         fclose(f);
     }
+}
+
+/* NCCL_DEBUG=INFO: like NCCL, one line per channel for this rank's connection to the next rank
+ * of the ring ("via P2P/..." inside a node, "[send] via NET/IB/<nic>" out of it, "[receive]" for
+ * the connection into it), to $NCCL_DEBUG_FILE (%h host, %p pid expanded) or stdout. */
+static void debug_lines(ncclComm_t c)
+{
+    const char *lvl = getenv("NCCL_DEBUG");
+    if (!lvl || (strcasecmp(lvl, "INFO") && strcasecmp(lvl, "TRACE")))
+        return;
+    char host[64] = "?", path[512] = "";
+    gethostname(host, sizeof(host) - 1);
+    const char *f = getenv("NCCL_DEBUG_FILE");
+    for (size_t i = 0, o = 0; f && f[i] && o + 64 < sizeof(path); i++) {
+        if (f[i] == '%' && f[i + 1] == 'h')
+            o += (size_t)snprintf(path + o, sizeof(path) - o, "%s", host), i++;
+        else if (f[i] == '%' && f[i + 1] == 'p')
+            o += (size_t)snprintf(path + o, sizeof(path) - o, "%d", (int)getpid()), i++;
+        else
+            path[o++] = f[i], path[o] = 0;
+    }
+    FILE *out = path[0] ? fopen(path, "a") : stdout;
+    if (!out)
+        return;
+    int R = c->nranks, me = c->rank, nl = 0, li = 0, nic = c->dev < 0 ? 0 : c->dev;
+    for (int r = 0; r < R; r++)
+        if (c->s->node[r] == c->s->node[me]) {
+            li += r < me;
+            nl++;
+        }
+    if (topo.nnics)
+        nic %= topo.nnics;
+    const char *who = "%s:%d:%d [%d] NCCL INFO Channel %02d/0 : %d[%d] -> %d[%d] ";
+    for (int ch = 0; ch < nl; ch++) {
+        int pos = (li - ch + nl) % nl; /* where this rank is in the channel's order on its node */
+        if (pos + 1 < nl || c->nodes == 1) {
+            int to = me + ((li + 1) % nl - li); /* the next local rank (ranks of a node are contiguous) */
+            fprintf(out, who, host, (int)getpid(), (int)getpid(), c->dev, ch, me, c->dev, to,
+                    (c->dev + 1) % nl);
+            fprintf(out, "via P2P/CUMEM\n");
+        } else if (c->ib.on && c->ib.send_to >= 0) {
+            fprintf(out, who, host, (int)getpid(), (int)getpid(), c->dev, ch, me, c->dev,
+                    c->ib.send_to, (c->dev + 1) % nl);
+            fprintf(out, "[send] via NET/IB/%d\n", nic);
+        }
+        if (pos == 0 && c->nodes > 1 && c->ib.on && c->ib.recv_from >= 0) {
+            fprintf(out, who, host, (int)getpid(), (int)getpid(), c->dev, ch, c->ib.recv_from,
+                    (c->dev + nl - 1) % nl, me, c->dev);
+            fprintf(out, "[receive] via NET/IB/%d\n", nic);
+        }
+    }
+    fprintf(out, "%s:%d:%d [%d] NCCL INFO Connected all rings, use ring PXN 0 GDR 0\n", host,
+            (int)getpid(), (int)getpid(), c->dev);
+    if (out != stdout)
+        fclose(out);
+    else
+        fflush(out);
 }
 
 static ncclResult_t comm_open(ncclComm_t *out, int nranks, uint64_t id, int rank)
@@ -471,7 +559,7 @@ static ncclResult_t comm_open(ncclComm_t *out, int nranks, uint64_t id, int rank
     c->id = id;
     cudaGetDevice(&c->dev);
     snprintf(c->name, sizeof(c->name), "/icxsim-nccl-%016llx-%d", (unsigned long long)id, nranks);
-    c->map_bytes = 65536 * 4 + (size_t)(nranks + 1) * SLOT + (size_t)nranks * nranks * MBOX;
+    c->map_bytes = HDR + (size_t)(nranks + 1) * SLOT + (size_t)nranks * nranks * MBOX;
     int fd = shm_open(c->name, O_RDWR | O_CREAT, 0600);
     if (fd < 0 || ftruncate(fd, (off_t)c->map_bytes) != 0) {
         if (fd >= 0)
@@ -496,7 +584,9 @@ static ncclResult_t comm_open(ncclComm_t *out, int nranks, uint64_t id, int rank
     c->nodes = 1;
     for (int r = 1; r < nranks; r++)
         c->nodes += c->s->node[r] != c->s->node[r - 1];
+    sim_ib_setup(c);
     write_dumps(c);
+    debug_lines(c);
     *out = c;
     return ncclSuccess;
 }
@@ -524,7 +614,7 @@ SIM_EXPORT ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, nccl
     drain(comm);
     /* Everyone publishes (color, key) through the collective slots, then picks its group. */
     int mine[2] = {color, key};
-    struct op o = {0, C_ALLGATHER, mine, NULL, 2, ncclInt32, ncclSum, 0, comm, NULL};
+    struct op o = {0, C_ALLGATHER, mine, NULL, 2, ncclInt32, ncclSum, 0, comm, NULL, 1};
     int *all = calloc((size_t)comm->nranks, sizeof(mine));
     if (!all)
         return ncclSystemError;
@@ -554,6 +644,7 @@ static void comm_close(ncclComm_t c)
     if (!c)
         return;
     drain(c);
+    sim_ib_teardown(c);
     munmap(c->s, c->map_bytes);
     shm_unlink(c->name); /* the last reference keeps it for the others */
     free(c);
@@ -606,13 +697,13 @@ SIM_EXPORT const char *pncclGetErrorString(ncclResult_t r)
 SIM_EXPORT ncclResult_t pncclAllReduce(const void *sb, void *rb, size_t count, ncclDataType_t dt,
                                        ncclRedOp_t op, ncclComm_t comm, cudaStream_t s)
 {
-    struct op o = {0, C_ALLREDUCE, sb, rb, count, dt, op, 0, comm, s};
+    struct op o = {0, C_ALLREDUCE, sb, rb, count, dt, op, 0, comm, s, 0};
     return submit(&o);
 }
 SIM_EXPORT ncclResult_t pncclBroadcast(const void *sb, void *rb, size_t count, ncclDataType_t dt,
                                        int root, ncclComm_t comm, cudaStream_t s)
 {
-    struct op o = {0, C_BROADCAST, sb, rb, count, dt, ncclSum, root, comm, s};
+    struct op o = {0, C_BROADCAST, sb, rb, count, dt, ncclSum, root, comm, s, 0};
     return submit(&o);
 }
 /* In place, through the public entry point, as real NCCL does. */
@@ -624,50 +715,50 @@ SIM_EXPORT ncclResult_t pncclBcast(void *buff, size_t count, ncclDataType_t dt, 
 SIM_EXPORT ncclResult_t pncclReduce(const void *sb, void *rb, size_t count, ncclDataType_t dt,
                                     ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t s)
 {
-    struct op o = {0, C_REDUCE, sb, rb, count, dt, op, root, comm, s};
+    struct op o = {0, C_REDUCE, sb, rb, count, dt, op, root, comm, s, 0};
     return submit(&o);
 }
 SIM_EXPORT ncclResult_t pncclAllGather(const void *sb, void *rb, size_t count, ncclDataType_t dt,
                                        ncclComm_t comm, cudaStream_t s)
 {
-    struct op o = {0, C_ALLGATHER, sb, rb, count, dt, ncclSum, 0, comm, s};
+    struct op o = {0, C_ALLGATHER, sb, rb, count, dt, ncclSum, 0, comm, s, 0};
     return submit(&o);
 }
 SIM_EXPORT ncclResult_t pncclReduceScatter(const void *sb, void *rb, size_t count,
                                            ncclDataType_t dt, ncclRedOp_t op, ncclComm_t comm,
                                            cudaStream_t s)
 {
-    struct op o = {0, C_REDUCESCATTER, sb, rb, count, dt, op, 0, comm, s};
+    struct op o = {0, C_REDUCESCATTER, sb, rb, count, dt, op, 0, comm, s, 0};
     return submit(&o);
 }
 SIM_EXPORT ncclResult_t pncclAlltoAll(const void *sb, void *rb, size_t count, ncclDataType_t dt,
                                       ncclComm_t comm, cudaStream_t s)
 {
-    struct op o = {0, C_ALLTOALL, sb, rb, count, dt, ncclSum, 0, comm, s};
+    struct op o = {0, C_ALLTOALL, sb, rb, count, dt, ncclSum, 0, comm, s, 0};
     return submit(&o);
 }
 SIM_EXPORT ncclResult_t pncclGather(const void *sb, void *rb, size_t count, ncclDataType_t dt,
                                     int root, ncclComm_t comm, cudaStream_t s)
 {
-    struct op o = {0, C_GATHER, sb, rb, count, dt, ncclSum, root, comm, s};
+    struct op o = {0, C_GATHER, sb, rb, count, dt, ncclSum, root, comm, s, 0};
     return submit(&o);
 }
 SIM_EXPORT ncclResult_t pncclScatter(const void *sb, void *rb, size_t count, ncclDataType_t dt,
                                      int root, ncclComm_t comm, cudaStream_t s)
 {
-    struct op o = {0, C_SCATTER, sb, rb, count, dt, ncclSum, root, comm, s};
+    struct op o = {0, C_SCATTER, sb, rb, count, dt, ncclSum, root, comm, s, 0};
     return submit(&o);
 }
 SIM_EXPORT ncclResult_t pncclSend(const void *sb, size_t count, ncclDataType_t dt, int peer,
                                   ncclComm_t comm, cudaStream_t s)
 {
-    struct op o = {1, 0, sb, NULL, count, dt, ncclSum, peer, comm, s};
+    struct op o = {1, 0, sb, NULL, count, dt, ncclSum, peer, comm, s, 0};
     return submit(&o);
 }
 SIM_EXPORT ncclResult_t pncclRecv(void *rb, size_t count, ncclDataType_t dt, int peer,
                                   ncclComm_t comm, cudaStream_t s)
 {
-    struct op o = {2, 0, NULL, rb, count, dt, ncclSum, peer, comm, s};
+    struct op o = {2, 0, NULL, rb, count, dt, ncclSum, peer, comm, s, 0};
     return submit(&o);
 }
 

@@ -1,0 +1,71 @@
+/* Shared between the simulated libnccl's core (nccl.c) and its network transport (nccl_ib.c). */
+#ifndef ICXSIM_NCCL_SIM_H
+#define ICXSIM_NCCL_SIM_H
+
+#include <infiniband/verbs.h>
+#include <nccl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#define MAXR 64
+
+/* One end of a cross-node connection, published through the shared segment. */
+struct ib_end {
+    uint32_t qpn, rkey;
+    uint16_t lid, pad;
+    uint64_t addr; /* receive side: its landing buffer */
+    union ibv_gid gid;
+};
+
+struct shm {
+    _Atomic uint32_t count, gen, joined;
+    _Atomic uint64_t release_ns;
+    int nranks;
+    int node[MAXR];
+    struct {
+        _Atomic uint64_t sent, taken; /* messages put / consumed, src -> dst */
+        uint64_t bytes;
+    } box[MAXR][MAXR];
+    int ib_ok[MAXR];                          /* 1: the rank can reach the others' nodes */
+    struct { struct ib_end tx, rx; } ib[MAXR][MAXR]; /* [src][dst]: src's send QP, dst's receive QP */
+    /* then, page-aligned: nranks collective slots, then nranks*nranks mailboxes */
+};
+
+/* The rank's network state for one communicator (nccl_ib.c). */
+struct ib_comm {
+    int on;               /* every rank connected: cross-node bytes go through libibverbs */
+    int send_to, recv_from; /* the ring's cross-node edges (-1: none) */
+    int channels;         /* ranks per node: one channel (ring) per local GPU */
+    pthread_mutex_t lock; /* posts and polls, from whichever stream runs the comm's work */
+    struct ibv_context *ctx;
+    struct ibv_pd *pd;
+    struct ibv_cq *cq;
+    struct ibv_mr *land_mr, *src_mr;
+    char *land, *src;
+    struct ibv_qp *tx[MAXR], *rx[MAXR];
+    uint64_t arrived[MAXR], consumed[MAXR], sends_done, sends_waited;
+};
+
+struct ncclComm {
+    struct shm *s;
+    size_t map_bytes;
+    int rank, nranks, dev, nodes;
+    uint64_t id;
+    char name[96];
+    _Atomic int inflight;             /* enqueued batches not yet run */
+    _Atomic ncclResult_t async_error; /* first error found while running */
+    struct ib_comm ib;
+};
+
+void sim_barrier(ncclComm_t c);
+/* Connect every pair of ranks on different nodes (collective over the communicator; every rank
+ * calls it once after joining).  Without a usable libibverbs nothing goes over it. */
+void sim_ib_setup(ncclComm_t c);
+void sim_ib_teardown(ncclComm_t c);
+/* Post `bytes` to `peer` (RDMA WRITEs, the last with immediate data) and wait for the local
+ * completion; wait for one message from `peer`.  0, or an NCCL error. */
+ncclResult_t sim_ib_send(ncclComm_t c, int peer, uint64_t bytes);
+ncclResult_t sim_ib_wait(ncclComm_t c, int peer);
+
+#endif
