@@ -474,34 +474,8 @@ static int decode_record(struct decoder *d, const struct icx_rec *r, char *err, 
     case ICX_REC_VERBS_PORT:
     case ICX_REC_VERBS_AGG: icx_read_verbs(p, r, size, 0, str_of); break;
     case ICX_REC_NCCL_DUMP:
-        if (size >= sizeof(struct icx_rec_nccl_dump) && r->aux >= 1 && r->aux <= 3) {
-            const struct icx_rec_nccl_dump *x = (const void *)r;
-            const char *part = str_of(p, x->text);
-            char **dst = &p->nccl_dump[r->aux - 1];
-            size_t have = *dst ? strlen(*dst) : 0, add = strlen(part);
-            if (r->aux == 3) { /* debug lines come in chunks over time: each is added */
-                if (have + add < (16u << 20)) {
-                    char *n = realloc(*dst, have + add + 1);
-                    if (n) {
-                        memcpy(n + have, part, add + 1);
-                        *dst = n;
-                    }
-                }
-                break;
-            }
-            if (x->part == 0) { /* a (re)started dump replaces what was there */
-                free(*dst);
-                *dst = NULL;
-                have = 0;
-            }
-            if (have + add <= x->total_bytes) {
-                char *n = realloc(*dst, have + add + 1);
-                if (n) {
-                    memcpy(n + have, part, add + 1);
-                    *dst = n;
-                }
-            }
-        }
+        if (size >= ICX_NCCL_DUMP_SIZE_1_2 && r->aux >= 1 && r->aux <= 3)
+            icx_read_nccl_dump(p, r, size, str_of(p, ((const struct icx_rec_nccl_dump *)r)->text));
         break;
     default: break; /* unknown or not needed: skipped by size */
     }
@@ -890,9 +864,9 @@ void icx_trace_free(struct icx_trace *t)
         free(p->vwc_errs);
         free(p->ncomms);
         free(p->ncalls);
-        free(p->nccl_dump[0]);
-        free(p->nccl_dump[1]);
-        free(p->nccl_dump[2]);
+        for (size_t k = 0; k < p->ndumps; k++)
+            free(p->dumps[k].text);
+        free(p->dumps);
         free(p->strings);
         free(p->notes);
         free(p->note_severity);

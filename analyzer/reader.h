@@ -170,6 +170,12 @@ enum icx_gpu_state {
     ICX_GPU_UNKNOWN, /* timed, but no span in the trace (it ended without a final flush) */
 };
 
+struct icx_rd_dump {
+    int kind;         /* 1 topology XML, 2 graph XML, 3 NCCL_DEBUG transport lines (all chunks) */
+    uint64_t comm_id; /* the communicator whose creation wrote it (0: unknown, format 1.2) */
+    char *text;
+};
+
 struct icx_proc {
     char *path; /* file it came from */
     uint64_t stream_id, features;
@@ -222,8 +228,8 @@ struct icx_proc {
     size_t nncomms, cap_ncomms;
     struct icx_rd_ncall *ncalls;
     size_t nncalls, cap_ncalls;
-    char *nccl_dump[3]; /* NCCL's topology and graph XML as it wrote them, its NCCL_DEBUG
-                         * transport lines (NULL: none) */
+    struct icx_rd_dump *dumps; /* what NCCL wrote about itself, in trace order */
+    size_t ndumps, cap_dumps;
     double t_first, t_last; /* monotonic seconds covered by the trace */
     /* tick -> ns mapping, from the CLOCK records */
     double slope, intercept;
@@ -268,10 +274,14 @@ void icx_read_verbs(struct icx_proc *p, const struct icx_rec *r, size_t size, in
                     const char *(*str)(const struct icx_proc *, uint32_t));
 void icx_verbs_finish(struct icx_proc *p);
 /* reader_nccl.c: NCCL_COMM / NCCL_CALL records (ts decoded, tid of the block). */
+void icx_read_nccl_dump(struct icx_proc *p, const struct icx_rec *r, size_t size, const char *part);
 void icx_read_nccl(struct icx_proc *p, const struct icx_rec *r, size_t size, int64_t ts,
                    uint32_t tid);
 void icx_nccl_finish(struct icx_proc *p);
 const struct icx_span *icx_span_find(const struct icx_proc *p, uint32_t id);
+/* The last dump of `kind` process p has for communicator comm_id (or one of unknown
+ * communicator); NULL when none. */
+const char *icx_nccl_dump_for(const struct icx_proc *p, int kind, uint64_t comm_id);
 const char *icx_verbs_opcode_name(unsigned kind, unsigned opcode);
 const char *icx_wc_status_name(unsigned status);
 int icx_grow(void **arr, size_t *cap, size_t n, size_t sz);

@@ -37,6 +37,50 @@ void icx_read_nccl(struct icx_proc *p, const struct icx_rec *r, size_t size, int
     }
 }
 
+/* One part of an NCCL_DUMP: part 0 starts a text (of kind and communicator), later parts extend
+ * it up to its announced size; debug lines (kind 3) come in chunks over time, kept as one text. */
+void icx_read_nccl_dump(struct icx_proc *p, const struct icx_rec *r, size_t size, const char *part)
+{
+    const struct icx_rec_nccl_dump *x = (const void *)r;
+    int kind = (int)r->aux;
+    uint64_t comm = size >= sizeof(*x) ? x->comm_id : 0;
+    struct icx_rd_dump *d = NULL;
+    for (size_t i = p->ndumps; i-- > 0 && !d;)
+        if (p->dumps[i].kind == kind)
+            d = &p->dumps[i];
+    if (kind != 3 && x->part == 0)
+        d = NULL; /* a new text */
+    if (!d) {
+        if (kind != 3 && x->part != 0)
+            return; /* a continuation whose start was lost */
+        if (icx_grow((void **)&p->dumps, &p->cap_dumps, p->ndumps, sizeof(*p->dumps)))
+            return;
+        d = &p->dumps[p->ndumps++];
+        *d = (struct icx_rd_dump){kind, comm, NULL};
+    }
+    size_t have = d->text ? strlen(d->text) : 0, add = strlen(part);
+    if (kind == 3 ? have + add >= (16u << 20) : have + add > x->total_bytes)
+        return;
+    char *n = realloc(d->text, have + add + 1);
+    if (n) {
+        memcpy(n + have, part, add + 1);
+        d->text = n;
+    }
+}
+
+const char *icx_nccl_dump_for(const struct icx_proc *p, int kind, uint64_t comm_id)
+{
+    const char *any = NULL;
+    for (size_t i = p->ndumps; i-- > 0;)
+        if (p->dumps[i].kind == kind && p->dumps[i].text) {
+            if (p->dumps[i].comm_id == comm_id)
+                return p->dumps[i].text;
+            if (!p->dumps[i].comm_id && !any)
+                any = p->dumps[i].text;
+        }
+    return any;
+}
+
 struct group_span {
     uint32_t group, gpu_id;
 };

@@ -418,7 +418,7 @@ struct plan {
     size_t n;
     char (*names)[64]; /* NIC names the edges point into */
     size_t nnames;
-    struct icx_ring_graph *g[PLAN_HOSTS]; /* per host, in order of first rank */
+    struct icx_ring_graph *g; /* the graph NCCL dumped for it, applied to every host */
 };
 
 static const char *plan_name(struct plan *P, const char *name)
@@ -430,15 +430,32 @@ static const char *plan_name(struct plan *P, const char *name)
     return P->names[P->nnames++];
 }
 
+/* The graph NCCL dumped for communicator `id` (by whichever rank wrote it: rank 0 by default),
+ * else one of unknown communicator (format 1.2 traces); with its topology XML. */
+static struct icx_ring_graph *graph_of(const struct call *v, size_t i, size_t j, uint64_t id)
+{
+    for (int strict = 1; strict >= 0; strict--)
+        for (size_t k = i; k < j; k++) {
+            const struct icx_proc *p = v[k].p;
+            for (size_t d = p->ndumps; d-- > 0;)
+                if (p->dumps[d].kind == 2 && p->dumps[d].text &&
+                    p->dumps[d].comm_id == (strict ? id : 0))
+                    return icx_ring_graph_parse(p->dumps[d].text,
+                                                icx_nccl_dump_for(p, 1, p->dumps[d].comm_id));
+        }
+    return NULL;
+}
+
 /* The graph routing of the instance v[i..j) (all ranks, in rank order); P->ok 0 when NCCL's
- * graph does not cover it. */
+ * graph does not cover it.  NCCL dumps one rank's view; nodes are taken to be alike (as NCCL's
+ * own search assumes): the graph's CUDA devices must be exactly the communicator's on every host. */
 static void plan_build(struct plan *P, const struct call *v, size_t i, size_t j)
 {
     size_t R = j - i;
     const char *hosts[PLAN_HOSTS];
     int nh = 0, *host_of = calloc(R, sizeof(int)), *gpu = calloc(R, sizeof(int));
     P->ok = 0;
-    if (!host_of || !gpu)
+    if (!host_of || !gpu || !(P->g = graph_of(v, i, j, v[i].comm_id)))
         goto out;
     for (size_t k = 0; k < R; k++) {
         const char *h = v[i + k].p->host ? v[i + k].p->host : "?";
@@ -448,26 +465,20 @@ static void plan_build(struct plan *P, const struct call *v, size_t i, size_t j)
         if (x == nh) {
             if (nh == PLAN_HOSTS)
                 goto out;
-            hosts[nh] = h;
-            P->g[nh++] = icx_ring_graph_parse(v[i + k].p->nccl_dump[1], v[i + k].p->nccl_dump[0]);
-            if (!P->g[x])
-                goto out;
+            hosts[nh++] = h;
         }
         host_of[k] = x;
         if ((gpu[k] = comm_gpu(v[i + k].p, v[i + k].comm_id)) < 0)
             goto out;
     }
-    int C = P->g[0]->nchannels;
-    for (int h = 1; h < nh; h++)
-        if (P->g[h]->nchannels != C)
-            goto out;
+    int C = P->g->nchannels;
     P->names = calloc((size_t)(2 * C * nh + 1), sizeof(*P->names));
     P->e = calloc((size_t)C * R + 1, sizeof(*P->e));
     if (!P->names || !P->e)
         goto out;
     for (int c = 0; c < C; c++)
         for (int h = 0; h < nh; h++) {
-            const struct icx_ring_channel *ch = &P->g[h]->ch[c];
+            const struct icx_ring_channel *ch = &P->g->ch[c];
             int member[ICX_GRAPH_MAX_GPUS], on_host = 0;
             for (size_t k = 0; k < R; k++)
                 on_host += host_of[k] == h;
@@ -485,7 +496,7 @@ static void plan_build(struct plan *P, const struct call *v, size_t i, size_t j)
                 P->e[P->n++] = (struct plan_edge){member[x], member[x + 1], NULL, NULL, 1.0 / C};
             /* leave the host: to the first GPU of the next host's channel, or round to our own */
             int nx = (h + 1) % nh, to = -1;
-            const struct icx_ring_channel *nc = &P->g[nx]->ch[c];
+            const struct icx_ring_channel *nc = &P->g->ch[c];
             for (size_t k = 0; k < R; k++)
                 if (host_of[k] == nx && gpu[k] == nc->gpu[0])
                     to = (int)k;
@@ -550,8 +561,7 @@ static void links(struct icx_nccl *N, const struct call *v, size_t n)
     /* The edges point into the plans' name tables: the report keeps them. */
     char (**keep)[64] = realloc(N->names, (N->nnames + np + 1) * sizeof(*keep));
     for (size_t q = 0; q < np; q++) {
-        for (int h = 0; h < PLAN_HOSTS; h++)
-            free(plans[q].g[h]);
+        free(plans[q].g);
         free(plans[q].e);
         if (keep)
             keep[N->nnames++] = plans[q].names;
@@ -997,25 +1007,45 @@ void icx_nccl_json(struct icx_json *j, const struct icx_nccl *N)
     }
     icx_json_end(j);
     icx_json_end(j);
-    /* NCCL's own topology and graph XML, each distinct text once with the processes that wrote it */
+    /* What NCCL wrote about itself, each distinct (kind, communicator, text) once with the
+     * processes that wrote it */
     icx_json_arr(j, "nccl_dumps");
-    for (int k = 0; N && N->t && k < 3; k++)
-        for (size_t i = 0; i < N->t->nprocs; i++) {
-            const char *x = N->t->procs[i]->nccl_dump[k];
-            int first = x != NULL;
-            for (size_t q = 0; first && q < i; q++)
-                first = !N->t->procs[q]->nccl_dump[k] || strcmp(N->t->procs[q]->nccl_dump[k], x);
+    for (size_t i = 0; N && N->t && i < N->t->nprocs; i++)
+        for (size_t d = 0; d < N->t->procs[i]->ndumps; d++) {
+            const struct icx_rd_dump *x = &N->t->procs[i]->dumps[d];
+            if (!x->text)
+                continue;
+            int first = 1;
+            for (size_t q = 0; first && q <= i; q++)
+                for (size_t e = 0; first && e < (q < i ? N->t->procs[q]->ndumps : d); e++) {
+                    const struct icx_rd_dump *y = &N->t->procs[q]->dumps[e];
+                    first = !(y->kind == x->kind && y->comm_id == x->comm_id && y->text &&
+                              !strcmp(y->text, x->text));
+                }
             if (!first)
                 continue;
+            char id[32];
+            snprintf(id, sizeof(id), "%016llx", (unsigned long long)x->comm_id);
             icx_json_obj(j, NULL);
-            icx_json_str(j, "kind", k == 2 ? "debug" : k ? "graph" : "topology");
-            icx_json_int(j, "bytes", (long long)strlen(x));
+            icx_json_str(j, "kind", x->kind == 3 ? "debug" : x->kind == 2 ? "graph" : "topology");
+            if (x->comm_id)
+                icx_json_str(j, "comm_id", id);
+            else
+                icx_json_null(j, "comm_id");
+            icx_json_int(j, "bytes", (long long)strlen(x->text));
             icx_json_arr(j, "pids");
-            for (size_t q = i; q < N->t->nprocs; q++)
-                if (N->t->procs[q]->nccl_dump[k] && !strcmp(N->t->procs[q]->nccl_dump[k], x))
+            for (size_t q = i; q < N->t->nprocs; q++) {
+                int has = 0;
+                for (size_t e = 0; !has && e < N->t->procs[q]->ndumps; e++) {
+                    const struct icx_rd_dump *y = &N->t->procs[q]->dumps[e];
+                    has = y->kind == x->kind && y->comm_id == x->comm_id && y->text &&
+                          !strcmp(y->text, x->text);
+                }
+                if (has)
                     icx_json_int(j, NULL, N->t->procs[q]->pid);
+            }
             icx_json_end(j);
-            icx_json_str(j, k == 2 ? "text" : "xml", x);
+            icx_json_str(j, x->kind == 3 ? "text" : "xml", x->text);
             icx_json_end(j);
         }
     icx_json_end(j);

@@ -399,6 +399,9 @@ static void icx_comm_shape(ncclComm_t h, int *rank, int *nranks)
 }
 
 static void icx_debug_collect(void);
+static void icx_dumps_collect(uint64_t comm_id);
+static void icx_dumps_prepare(void);
+static pthread_once_t icx_dump_once;
 
 static void icx_comm_created(enum icx_api api, uint64_t t0, ncclComm_t *out, uint64_t id,
                              uint64_t parent, int rank, int nranks, int color, int key,
@@ -411,22 +414,48 @@ static void icx_comm_created(enum icx_api api, uint64_t t0, ncclComm_t *out, uin
         icx_ncomm_add(h, id, rank, nranks);
     icx_rec_comm(api, t0, h, id, parent, rank, nranks, rc == ncclSuccess ? icx_comm_device(h) : -1,
                  color, key, rc);
-    if (rc == ncclSuccess)
+    if (rc == ncclSuccess) {
+        pthread_once(&icx_dump_once, icx_dumps_prepare);
+        icx_dumps_collect(id);
         icx_debug_collect();
+    }
 }
 
 /* ---- NCCL's own view of the machine: its topology and graph dumps ----
  * Unless the user set them, NCCL_TOPO_DUMP_FILE and NCCL_GRAPH_DUMP_FILE point at private files
- * before the first communicator is created; what NCCL wrote there is embedded in the trace after
- * it (and the files removed).  setenv runs once, before NCCL reads its environment. */
+ * before the first communicator is created (setenv, once, before NCCL reads its environment).
+ * NCCL writes them during a communicator's creation, on that communicator's rank
+ * NCCL_{TOPO,GRAPH}_DUMP_FILE_RANK (0 by default) only; after every creation whatever was written
+ * is queued for the trace, tagged with the communicator's id (private files are then removed; a
+ * file of the user's is kept, and a text equal to the last one read from it not queued again). */
 static const char *const icx_dump_env[2] = {"NCCL_TOPO_DUMP_FILE", "NCCL_GRAPH_DUMP_FILE"};
 static char icx_dump_path[2][256];
 static int icx_dump_ours[2];
-static pthread_once_t icx_dump_once = PTHREAD_ONCE_INIT;
-static _Atomic int icx_dump_collected;
+static uint64_t icx_dump_last[2]; /* hash of the last text read from a file of the user's */
+static pthread_once_t icx_dump_once = PTHREAD_ONCE_INIT; /* (declared above) */
 static pthread_mutex_t icx_dump_lock = PTHREAD_MUTEX_INITIALIZER;
-static char *icx_dump_text[3]; /* read, for the writer; [2]: NCCL_DEBUG transport lines */
-static long icx_debug_off;     /* how far NCCL_DEBUG_FILE has been read */
+struct icx_dump_item { /* read, for the writer */
+    int kind;          /* NCCL_DUMP aux: 1 topology, 2 graph, 3 debug lines */
+    uint64_t comm_id;  /* the communicator whose creation wrote it (0: none) */
+    char *text;
+    struct icx_dump_item *next;
+};
+static struct icx_dump_item *icx_dump_head, **icx_dump_tail = &icx_dump_head;
+static long icx_debug_off; /* how far NCCL_DEBUG_FILE has been read */
+
+static void icx_dump_queue(int kind, uint64_t comm_id, char *text)
+{
+    struct icx_dump_item *it = malloc(sizeof(*it));
+    if (!it) {
+        free(text);
+        return;
+    }
+    *it = (struct icx_dump_item){kind, comm_id, text, NULL};
+    pthread_mutex_lock(&icx_dump_lock);
+    *icx_dump_tail = it;
+    icx_dump_tail = &it->next;
+    pthread_mutex_unlock(&icx_dump_lock);
+}
 
 static void icx_dumps_prepare(void)
 {
@@ -442,10 +471,8 @@ static void icx_dumps_prepare(void)
     }
 }
 
-static void icx_dumps_collect(void)
+static void icx_dumps_collect(uint64_t comm_id)
 {
-    if (atomic_exchange(&icx_dump_collected, 1))
-        return;
     for (int k = 0; k < 2; k++) {
         FILE *f = icx_dump_path[k][0] ? fopen(icx_dump_path[k], "re") : NULL;
         if (!f)
@@ -460,9 +487,13 @@ static void icx_dumps_collect(void)
             continue;
         }
         buf[n] = 0;
-        pthread_mutex_lock(&icx_dump_lock);
-        icx_dump_text[k] = buf;
-        pthread_mutex_unlock(&icx_dump_lock);
+        uint64_t h = icx_fnv(buf, n, 0xcbf29ce484222325ull);
+        if (!icx_dump_ours[k] && h == icx_dump_last[k]) {
+            free(buf); /* not rewritten by this creation */
+            continue;
+        }
+        icx_dump_last[k] = h;
+        icx_dump_queue(k + 1, comm_id, buf);
     }
 }
 
@@ -517,45 +548,41 @@ static void icx_debug_collect(void)
     fclose(in);
     if (at > icx_debug_off)
         icx_debug_off = at;
-    if (keep && icx_dump_text[2]) { /* the writer has not taken the last lines yet */
-        size_t had = strlen(icx_dump_text[2]);
-        char *both = realloc(icx_dump_text[2], had + len + 1);
-        if (both) {
-            memcpy(both + had, keep, len + 1);
-            icx_dump_text[2] = both;
-        }
-        free(keep);
-    } else if (keep) {
-        icx_dump_text[2] = keep;
-    }
     pthread_mutex_unlock(&icx_dump_lock);
+    if (keep)
+        icx_dump_queue(3, 0, keep);
 }
 
 void icx_nccl_writer_tick(struct icx_frame *f)
 {
-    for (int k = 0; k < 3; k++) {
-        pthread_mutex_lock(&icx_dump_lock);
-        char *text = icx_dump_text[k];
-        icx_dump_text[k] = NULL;
-        pthread_mutex_unlock(&icx_dump_lock);
-        if (!text)
-            continue;
+    pthread_mutex_lock(&icx_dump_lock);
+    struct icx_dump_item *it = icx_dump_head;
+    icx_dump_head = NULL;
+    icx_dump_tail = &icx_dump_head;
+    pthread_mutex_unlock(&icx_dump_lock);
+    while (it) {
+        char *text = it->text;
         size_t len = strlen(text), part = 60000, nparts = (len + part - 1) / part;
         for (size_t i = 0; i < nparts; i++) {
-            char save = text[(i + 1) * part < len ? (i + 1) * part : len];
-            text[(i + 1) * part < len ? (i + 1) * part : len] = 0;
+            size_t cut = (i + 1) * part < len ? (i + 1) * part : len;
+            char save = text[cut];
+            text[cut] = 0;
             uint32_t id = icx_intern(text + i * part);
-            text[(i + 1) * part < len ? (i + 1) * part : len] = save;
+            text[cut] = save;
             struct icx_rec_nccl_dump *r =
-                icx_frame_put(f, ICX_REC_NCCL_DUMP, (uint32_t)k + 1, sizeof(*r));
+                icx_frame_put(f, ICX_REC_NCCL_DUMP, (uint32_t)it->kind, sizeof(*r));
             if (r) {
                 r->text = id;
                 r->part = (uint32_t)i;
                 r->nparts = (uint32_t)nparts;
                 r->total_bytes = (uint32_t)len;
+                r->comm_id = it->comm_id;
             }
         }
+        struct icx_dump_item *next = it->next;
         free(text);
+        free(it);
+        it = next;
     }
 }
 
@@ -577,8 +604,6 @@ static ncclResult_t icx_init_rank(enum icx_api api, ncclComm_t *comm, int nranks
     icx_call_returned(&c);
     icx_comm_created(api, c.t0, comm, icx_fnv(&uid, sizeof(uid), 0xcbf29ce484222325ull), 0, rank,
                      nranks, 0, 0, rc);
-    if (rc == ncclSuccess)
-        icx_dumps_collect();
     icx_ncall_exit(&c);
     return rc;
 }
@@ -715,8 +740,6 @@ ICX_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *
     uint64_t id = icx_fnv(&n, sizeof(n), icx_fnv(&pid, sizeof(pid), 0xa11));
     for (int i = 0; i < ndev; i++)
         icx_comm_created(ICX_API_ncclCommInitAll, c.t0, &comms[i], id, 0, i, ndev, 0, 0, rc);
-    if (rc == ncclSuccess)
-        icx_dumps_collect();
     icx_ncall_exit(&c);
     return rc;
 }
@@ -730,8 +753,6 @@ ICX_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t *comm, int nranks, i
     icx_call_returned(&c);
     uint64_t id = nid > 0 && ids ? icx_fnv(ids, sizeof(*ids) * (size_t)nid, 0xcbf29ce484222325ull) : 0;
     icx_comm_created(ICX_API_ncclCommInitRankScalable, c.t0, comm, id, 0, rank, nranks, 0, 0, rc);
-    if (rc == ncclSuccess)
-        icx_dumps_collect();
     icx_ncall_exit(&c);
     return rc;
 }

@@ -85,13 +85,15 @@
  * whose work had not finished when the trace ended is written then with ICX_SPAN_NO_END /
  *    NO_START).  NCCL_DUMP (aux = 1 topology, 2 graphs, 3 NCCL_DEBUG transport lines) carries, in
  * string parts of at most 60000 bytes, the XML NCCL wrote to NCCL_TOPO_DUMP_FILE /
- *    NCCL_GRAPH_DUMP_FILE, or the "via P2P/..." / "via NET/..." lines of NCCL_DEBUG_FILE.  Each
+ *    NCCL_GRAPH_DUMP_FILE while creating communicator comm_id (1.3), or the "via P2P/..." /
+ * "via NET/..." lines of NCCL_DEBUG_FILE (comm_id 0; chunks that add up to one text).  Each
  * call is written twice: on entry with ICX_EVF_PENDING (so a call that never returns, a hang, is
  *    in the trace) and on return with its result and duration.
  *
  * Version history: 1.0; 1.1 adds records 15-22 and 35-37, the DEVICE field local_cpus, and the
  *    event flag ICX_EVF_D2H (readers of 1.0 skip all of them by size); 1.2 adds 23-26 and 38-44;
- *    1.3 adds NCCL_CALL gpu_id (record 88 bytes; 80 in 1.2) and GPU_SPAN flags. */
+ *    1.3 adds NCCL_CALL gpu_id (record 88 bytes; 80 in 1.2), NCCL_DUMP comm_id (32; 24 in 1.2)
+ *    and GPU_SPAN flags. */
 #ifndef ICX_TRACE_FORMAT_H
 #define ICX_TRACE_FORMAT_H
 
@@ -481,13 +483,15 @@ struct icx_rec_verbs_cq { /* EVENT, api = create_cq / create_cq_ex */
 _Static_assert(sizeof(struct icx_rec_verbs_cq) == 40, "icx_rec_verbs_cq");
 
 /* ---- NCCL (1.2) ---- */
-struct icx_rec_nccl_dump { /* aux = 1 topology XML, 2 graph XML */
+struct icx_rec_nccl_dump { /* aux = 1 topology XML, 2 graph XML, 3 debug lines (1.3) */
     struct icx_rec h;
     uint32_t text; /* string id of this part */
     uint32_t part, nparts;
     uint32_t total_bytes;
+    uint64_t comm_id; /* 1.3: the communicator whose creation wrote it (0: unknown) */
 };
-_Static_assert(sizeof(struct icx_rec_nccl_dump) == 24, "icx_rec_nccl_dump");
+_Static_assert(sizeof(struct icx_rec_nccl_dump) == 32, "icx_rec_nccl_dump");
+#define ICX_NCCL_DUMP_SIZE_1_2 24
 
 struct icx_rec_nccl_comm { /* EVENT, api = init / split / shrink / finalize / destroy / abort */
     struct icx_rec_event e;

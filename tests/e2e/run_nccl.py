@@ -155,11 +155,15 @@ def test_nccl_exact_and_busbw():
                          for l in links["links"] if l["source"] == "p2p" and l["transport"] == "NET")
         check(p2p_net == [("simnode0", 7, "simnode1", 0, p2p), ("simnode1", 7, "simnode0", 0, p2p)],
               "send/recv across nodes %s" % p2p_net)
-        # NCCL's own topology and graph XML, captured from every rank
-        dumps = {d["kind"]: d for d in doc["nccl_dumps"]}
-        check(set(dumps) == {"topology", "graph"} and "mlx5_0" in dumps["topology"]["xml"] and
-              "<graphs" in dumps["graph"]["xml"] and len(dumps["topology"]["pids"]) == 16,
-              "dumps %s" % [(d["kind"], d["bytes"], len(d["pids"])) for d in doc["nccl_dumps"]])
+        # NCCL's own topology and graph XML: written at each communicator's creation by its rank
+        # 0 (global ranks 0, 0 and 8), captured with the communicator they belong to
+        ids = sorted(c["comm_id"] for c in doc["collectives"])
+        for kind in ("topology", "graph"):
+            d = [x for x in doc["nccl_dumps"] if x["kind"] == kind]
+            check(sorted(x["comm_id"] for x in d) == ids and all(len(x["pids"]) == 1 for x in d) and
+                  all(("mlx5_0" if kind == "topology" else "<graphs") in x["xml"] for x in d),
+                  "%s dumps %s, communicators %s" % (kind, [(x["comm_id"], x["bytes"], x["pids"])
+                                                           for x in d], ids))
 
 
 def test_nccl_straggler():
@@ -263,10 +267,19 @@ def test_nccl_debug_transport_lines():
     """With NCCL's own debug output sent to a file (NCCL_DEBUG=INFO, NCCL_DEBUG_FILE with %h/%p),
     the tracer keeps its channel/transport lines in each rank's trace: every rank's world
     communicator has one "[send] via NET/IB/<its NIC>" and one "[receive]" channel (8 channels,
-    one per GPU), the rest "via P2P"; nothing else of NCCL's output is kept."""
+    one per GPU), the rest "via P2P"; nothing else of NCCL's output is kept.  No rank dumps a
+    graph here (NCCL_GRAPH_DUMP_FILE_RANK=99): links fall back to the ring model, and say so."""
     with tempfile.TemporaryDirectory() as tmp:
-        doc, _ = job(tmp, steps=1, NCCL_DEBUG="INFO",
+        doc, _ = job(tmp, steps=1, NCCL_DEBUG="INFO", NCCL_GRAPH_DUMP_FILE_RANK=99,
                      NCCL_DEBUG_FILE=os.path.join(tmp, "nccl-%h-%p.log"))
+        links = doc["nccl_links"]
+        check(links["communicators_by_graph"] == 0 and links["communicators_by_ring_model"] == 3
+              and links["model"].startswith("ring") and not links["nics"] and
+              {l["source"] for l in links["links"]} == {"ring model", "p2p"},
+              "links %s" % {k: links[k] for k in links if k != "links"})
+        net = sorted((l["src_host"], l["src_gpu"], l["dst_host"], l["dst_gpu"])
+                     for l in links["links"] if l["source"] == "ring model" and l["transport"] == "NET")
+        check(net == [("simnode0", 7, "simnode1", 0), ("simnode1", 7, "simnode0", 0)], "ring %s" % net)
         dbg = [d for d in doc["nccl_dumps"] if d["kind"] == "debug"]
         check(len(dbg) == 16, "debug texts from %d processes" % len(dbg))
         sends = recvs = 0

@@ -444,17 +444,25 @@ SIM_EXPORT ncclResult_t pncclGetUniqueId(ncclUniqueId *id)
     return ncclSuccess;
 }
 
-/* Like NCCL: the detected topology and the ring graph go to the files the environment names,
- * once (NCCL dumps at its first communicator).  The graph has one channel per local GPU: channel
+/* Like NCCL: at each communicator's creation, its rank NCCL_TOPO_DUMP_FILE_RANK (0 by default)
+ * writes the detected topology and its rank NCCL_GRAPH_DUMP_FILE_RANK the ring graph to the files
+ * the environment names (overwriting them).  The graph has one channel per local GPU: channel
  * k enters a node through GPU k's NIC, runs through GPUs k, k+1, ... and leaves through the NIC of
  * the GPU before k -- the edges ring_edges() in nccl_ib.c sends over. */
+static int env_int(const char *name, int def)
+{
+    const char *v = getenv(name);
+    return v && *v ? atoi(v) : def;
+}
+
 static void write_dumps(ncclComm_t c)
 {
-    static int done;
-    if (done++)
-        return;
     topo_once();
     const char *tp = getenv("NCCL_TOPO_DUMP_FILE"), *gp = getenv("NCCL_GRAPH_DUMP_FILE");
+    if (c->rank != env_int("NCCL_TOPO_DUMP_FILE_RANK", 0))
+        tp = NULL;
+    if (c->rank != env_int("NCCL_GRAPH_DUMP_FILE_RANK", 0))
+        gp = NULL;
     FILE *f = tp ? fopen(tp, "w") : NULL;
     if (f) {
         fprintf(f, "<system version=\"1\">\n  <cpu numaid=\"0\" arch=\"x86_64\">\n");
