@@ -78,6 +78,7 @@ struct opstat {
     double *dur, *gpu, *host; /* instance times; GPU span of every GPU-timed call; host call */
     size_t ndur, ngpu, nhost;
     int host_timed; /* instances timed by host enter/exit (untimed on the GPU) */
+    uint64_t hist[66]; /* calls by size: [0] 0 bytes, [k] 2^(k-2) < bytes <= 2^(k-1) */
     double busbw, algbw, p50, p99, gpu_p50, gpu_p99, host_p50;
 };
 
@@ -275,6 +276,17 @@ static int instance_timing(const struct call *v, size_t i, size_t j)
         untimed += v[k].gpu == ICX_GPU_UNTIMED;
     }
     return done == (int)(j - i) ? 2 : untimed == (int)(j - i) ? 1 : 0;
+}
+
+/* Size class of a call: 0 for 0 bytes, k for 2^(k-2) < bytes <= 2^(k-1) (the last class open). */
+static int size_class(uint64_t b)
+{
+    int k = 1;
+    if (!b)
+        return 0;
+    while (k < 64 && b > (1ull << (k - 1)))
+        k++;
+    return k;
 }
 
 static double pct(const double *sorted, size_t n, double q)
@@ -743,6 +755,7 @@ struct icx_nccl *icx_nccl_compute(const struct icx_trace *t, struct icx_findings
             continue;
         c->op[v[i].op].calls++;
         c->op[v[i].op].bytes += v[i].bytes;
+        c->op[v[i].op].hist[size_class(v[i].bytes)]++;
     }
     for (size_t ci = 0; ci < N->n; ci++) {
         struct comm *c = &N->v[ci];
@@ -1070,6 +1083,15 @@ void icx_nccl_json(struct icx_json *j, const struct icx_nccl *N)
             icx_json_int(j, "calls_per_rank_min", (long long)s->min_calls);
             icx_json_int(j, "calls_per_rank_max", (long long)s->max_calls);
             icx_json_int(j, "bytes", (long long)s->bytes);
+            icx_json_arr(j, "size_histogram");
+            for (int k = 0; k < 66; k++)
+                if (s->hist[k]) {
+                    icx_json_obj(j, NULL);
+                    icx_json_num(j, "max_bytes", k ? ldexp(1.0, k - 1) : 0);
+                    icx_json_int(j, "calls", (long long)s->hist[k]);
+                    icx_json_end(j);
+                }
+            icx_json_end(j);
             icx_json_int(j, "instances_timed", (long long)s->ndur);
             icx_json_str(j, "timing", !s->ndur ? "none" : s->host_timed ? "host" : "gpu");
             icx_json_num(j, "time_p50_s", s->p50);

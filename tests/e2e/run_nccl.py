@@ -9,6 +9,7 @@ the one straggler named.
 
 Usage: run_nccl.py BUILD_DIR [TEST_NAME...]   Prints PASS/FAIL/SKIP lines and 'N passed, N failed'.
 """
+import json
 import os
 import subprocess
 import sys
@@ -109,6 +110,11 @@ def test_nccl_exact_and_busbw():
                 for op, o in ops.items():
                     check(o["calls_per_rank_min"] == o["calls_per_rank_max"] == STEPS,
                           "%s calls per rank %s" % (op, o))
+                    # every call of an op has the same size here: one histogram class, holding it
+                    per = want[op][1] // want[op][0]
+                    hist = [(h["max_bytes"], h["calls"]) for h in o["size_histogram"]]
+                    check(len(hist) == 1 and hist[0][1] == o["calls"] and
+                          hist[0][0] / 2 < per <= hist[0][0], "%s sizes %s, each %d" % (op, hist, per))
                 nvl = 18 * NVLINK_GBPS * 1e9
                 rate = min(8 * NIC_GBPS * 1e9 / 8, nvl) if kind == "world" else nvl
                 for op in ("AllReduce", "ReduceScatter", "Broadcast", "AllGather"):
@@ -170,7 +176,9 @@ def test_nccl_straggler():
     """Rank 5 computes 300 ms longer before each step: it is the only rank named as a straggler
     (on the communicators it holds up), with its arrivals as evidence, and nothing else is found."""
     with tempfile.TemporaryDirectory() as tmp:
-        doc, _ = job(tmp, DDP_SLOW_RANK=5, DDP_SLOW_US=300000)
+        doc, _ = job(tmp, sim_args=("--slow-rank", "5:300"))
+        injected = json.load(open(os.path.join(tmp, "truth.json")))["slow_rank"]["rank"]
+        check(injected == 5, "launcher truth %s" % injected)
         s = [f for f in doc["findings"] if f["kind"] == "straggler"]
         # rank 5 is late on every communicator it is in: one finding per communicator at most
         check(s and {tuple(f["ranks"]) for f in s} == {(5,)} and len(s) == len(doc["findings"])
@@ -183,7 +191,7 @@ def test_nccl_clock_alignment():
     and on the aligned timeline the rank delayed 200 ms per step (5, on node 0, which the raw
     clocks would show arriving 50 ms *early*) is still the one straggler."""
     with tempfile.TemporaryDirectory() as tmp:
-        doc, _ = job(tmp, sim_args=("--clock-offset", "1:250"), DDP_SLOW_RANK=5, DDP_SLOW_US=200000)
+        doc, _ = job(tmp, sim_args=("--clock-offset", "1:250", "--slow-rank", "5:200"))
         off = {c["rank"]: c for c in doc["clock_alignment"]}
         check(sorted(off) == list(range(16)), "aligned ranks %s" % sorted(off))
         base0 = sorted(off[r]["offset_s"] for r in range(8))[4]
@@ -225,8 +233,10 @@ def test_nccl_hang_postmortem():
     last collective and how it ended are named; nothing else is (the node communicator's
     all-gather, queued behind #7, is not a second hang)."""
     with tempfile.TemporaryDirectory() as tmp:
-        doc, _ = job(tmp, sim_args=("--kill-after", "8"), want_rc=124, DDP_HANG_RANK=11,
-                     DDP_HANG_STEP=2)
+        doc, _ = job(tmp, sim_args=("--kill-after", "8", "--hang-rank", "11:2"), want_rc=124)
+        truth = json.load(open(os.path.join(tmp, "truth.json")))
+        check(truth["hang_rank"] == {"rank": 11, "before_step": 2} and truth["killed_after_s"] == 8,
+              "launcher truth %s" % truth)
         hangs = [f for f in doc["findings"] if f["kind"] == "hang"]
         check(len(hangs) == 1 and hangs[0]["ranks"] == [11], "hang findings %s" % doc["findings"])
         ev = hangs[0]["evidence"]

@@ -7,7 +7,9 @@ loss.  Every result is checked.  Run one process per rank (tools/icx-sim), e.g.
 
   LD_PRELOAD=libicxtrace.so python3 train.py DIR STEPS COUNT
 
-Writes DIR/truth-RANK: "world <op> <calls> <bytes>" per op; exit status 0 when all was right."""
+Writes DIR/truth-RANK: "world <op> <calls> <bytes>" per op; exit status 0 when all was right.
+Faults (as tests/nccl/ddp_loop, set by tools/icx-sim --slow-rank / --hang-rank): DDP_SLOW_RANK with
+DDP_SLOW_US computes longer before each step; DDP_HANG_RANK with DDP_HANG_STEP stops before it."""
 import ctypes
 import os
 import queue
@@ -98,9 +100,13 @@ def main():
     threads = [threading.Thread(target=loader), threading.Thread(target=reducer, args=(jobs,))]
     for t in threads:
         t.start()
+    slow = int(os.environ.get("DDP_SLOW_RANK", -1)) == rank
+    hang_at = int(os.environ.get("DDP_HANG_STEP", -1)) if int(os.environ.get("DDP_HANG_RANK", -1)) == rank else -1
     for s in range(steps):
         batch = batches.get()
-        time.sleep(0.002)  # forward and backward
+        while s == hang_at:  # an injected hang: this rank never reaches the step's collectives
+            time.sleep(3600)
+        time.sleep(0.002 + (int(os.environ.get("DDP_SLOW_US", 0)) / 1e6 if slow else 0))  # compute
         put(grads, FloatN(*([rank + 1 + batch] * count)))
         jobs.put(s)
         check(done.get(), "ncclAllReduce")
