@@ -31,7 +31,8 @@ SIM_NCCL := $(BUILD)/sim/lib/libnccl.so.2
 TEST_PROGS := $(patsubst tests/e2e/%.c,$(BUILD)/tests/%,$(wildcard tests/e2e/*.c))
 UNIT_PROGS := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit_%,$(wildcard tests/unit/*.c))
 BENCH_PROGS := $(BUILD)/bench/bench_copy $(BUILD)/bench/null/libcudart.so.13 $(BUILD)/bench/libfloor.so \
-               $(BUILD)/bench/bench_post_send $(BUILD)/bench/null/libibverbs.so.1
+               $(BUILD)/bench/bench_post_send $(BUILD)/bench/null/libibverbs.so.1 \
+               $(BUILD)/bench/bench_nccl $(BUILD)/bench/null/libnccl.so.2
 
 .PHONY: all deps test demo sanitize bench clean format fuzz
 NCCL_PROGS := $(BUILD)/tests/nccl/ddp_loop $(BUILD)/tests/nccl/capture_nccl
@@ -170,6 +171,15 @@ $(BUILD)/bench/null/libibverbs.so.1: bench/nullverbs.c bench/nullverbs.map
 $(BUILD)/bench/bench_post_send: bench/bench_post_send.c bench/bench_timing.h $(BUILD)/bench/null/libibverbs.so.1
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -O2 -o $@ $< -L$(BUILD)/bench/null -l:libibverbs.so.1 \
+	    -Wl,-rpath,'$$ORIGIN/null'
+
+$(BUILD)/bench/null/libnccl.so.2: bench/nullnccl.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -fPIC -shared -Wl,-soname,libnccl.so.2 -o $@ $<
+
+$(BUILD)/bench/bench_nccl: bench/bench_nccl.c bench/bench_timing.h $(BUILD)/bench/null/libnccl.so.2 $(BUILD)/bench/null/libcudart.so.13
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -O2 -o $@ $< -L$(BUILD)/bench/null -l:libnccl.so.2 -l:libcudart.so.13 \
 	    -Wl,-rpath,'$$ORIGIN/null'
 
 $(BUILD)/bench/libfloor.so: bench/floor_preload.c

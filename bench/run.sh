@@ -8,9 +8,11 @@ ROUNDS=${ROUNDS:-7}
 B="$BUILD/bench/bench_copy"
 # All variants on the same CPU, so they share its frequency and caches.
 V="$BUILD/bench/bench_post_send"
+N="$BUILD/bench/bench_nccl"
 if command -v taskset >/dev/null 2>&1; then
     B="taskset -c ${BENCH_CPU:-1} $B"
     V="taskset -c ${BENCH_CPU:-1} $V"
+    N="taskset -c ${BENCH_CPU:-1} $N"
 fi
 LIB="$(cd "$BUILD/lib" && pwd)/libicxtrace.so"
 # Default ring; the writer drains every millisecond, so between bursts the ring empties.  The run
@@ -31,11 +33,15 @@ for r in $(seq "$ROUNDS"); do
     $V >>"$tmp/v-none"
     ICX_QUIET=1 ICX_OUTPUT="$tmp/t-vagg.icx.zst" LD_PRELOAD="$LIB" $V >>"$tmp/v-agg"
     ICX_VERBS_EVENTS=1 ICX_QUIET=1 ICX_OUTPUT="$tmp/t-vev.icx.zst" LD_PRELOAD="$LIB" $V >>"$tmp/v-ev"
+    # ncclAllReduce against the null libnccl: GPU timing off, and default (every call GPU-timed)
+    $N >>"$tmp/n-none"
+    ICX_GPU_TIMING=off ICX_QUIET=1 ICX_OUTPUT="$tmp/t-noff.icx.zst" LD_PRELOAD="$LIB" $N >>"$tmp/n-off"
+    ICX_QUIET=1 ICX_OUTPUT="$tmp/t-ndef.icx.zst" LD_PRELOAD="$LIB" $N >>"$tmp/n-def"
 done
 python3 - "$tmp" "$BUILD/bin/icx-analyze" <<'PY'
 import json, statistics, subprocess, sys, os
 d = sys.argv[1]
-for t in ("off", "sample", "all", "stk", "vagg", "vev"):
+for t in ("off", "sample", "all", "stk", "vagg", "vev", "noff", "ndef"):
     doc = json.loads(subprocess.run([sys.argv[2], "summarize", "--json", os.path.join(d, "t-%s.icx.zst" % t)],
                                     capture_output=True, text=True, check=True).stdout)
     lost = doc["processes"][0]["lost"]
@@ -63,4 +69,13 @@ for name, label in (("v-agg", "icxtrace, aggregates (default)"),
                     ("v-ev", "icxtrace, ICX_VERBS_EVENTS=1")):
     v = med(name)
     print("%-34s %8.1f %8.1f" % (label, v, v - vbase))
+nbase = med("n-none")
+print()
+print("ncclAllReduce, null libnccl + null libcudart (event records free here), ns per call")
+print("%-34s %8s %8s" % ("variant", "ns/call", "added"))
+print("%-34s %8.1f %8s" % ("no preload", nbase, "-"))
+for name, label in (("n-off", "icxtrace, ICX_GPU_TIMING=off"),
+                    ("n-def", "icxtrace, default (GPU-timed)")):
+    v = med(name)
+    print("%-34s %8.1f %8.1f" % (label, v, v - nbase))
 PY

@@ -194,6 +194,7 @@ struct icx_sym {
                         when RTLD_NEXT finds nothing */
     const char *version; /* symbol version to ask for (dlvsym), NULL: the default one */
     _Atomic(void *) fn;
+    _Atomic uint64_t retry_ns; /* after a failed lookup: none again before this (monotonic ns) */
 };
 void *icx_resolve_slow(struct icx_sym *s);
 static inline void *icx_resolve(struct icx_sym *s)
@@ -204,11 +205,11 @@ static inline void *icx_resolve(struct icx_sym *s)
 /* Declare the real function `name` of library `lib`: a typedef and a lazily filled table slot. */
 #define ICX_REAL_DECL(lib, ret, name, params)                                                      \
     typedef ret(*icx_real_##name##_t) params;                                                      \
-    static struct icx_sym icx_sym_##name = {#name, lib, NULL, NULL}
+    static struct icx_sym icx_sym_##name = {#name, lib, NULL, NULL, 0}
 /* The same for a versioned symbol (libibverbs: "IBVERBS_1.1"). */
 #define ICX_REAL_DECLV(lib, ver, ret, name, params)                                                \
     typedef ret(*icx_real_##name##_t) params;                                                      \
-    static struct icx_sym icx_sym_##name = {#name, lib, ver, NULL}
+    static struct icx_sym icx_sym_##name = {#name, lib, ver, NULL, 0}
 /* The real function, or NULL when it cannot be found (the wrapper then fails open). */
 #define ICX_REAL(name) ((icx_real_##name##_t)icx_resolve(&icx_sym_##name))
 

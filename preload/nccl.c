@@ -162,7 +162,7 @@ struct icx_nsym {
 #define ICX_NCCL_DECL(name, params)                                                                \
     typedef ncclResult_t(*icx_real_##name##_t) params;                                             \
     static struct icx_nsym icx_nsym_##name = {                                                     \
-        {"p" #name, NCCL_LIB, NULL, NULL}, {#name, NCCL_LIB, NULL, NULL}, NULL}
+        {"p" #name, NCCL_LIB, NULL, NULL, 0}, {#name, NCCL_LIB, NULL, NULL, 0}, NULL}
 #define ICX_NCCL_REAL(name) ((icx_real_##name##_t)icx_nccl_real(&icx_nsym_##name))
 /* Every wrapper's opening: the real function (or fail), straight through when not tracing or
  * re-entered, else the bracket `c` begins. */
