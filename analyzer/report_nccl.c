@@ -107,6 +107,11 @@ struct comm {
     int *lasts;
     size_t nskews;
     struct rankstat *ranks; /* by rank */
+    struct {
+        unsigned api;
+        uint64_t calls;
+    } other[16]; /* calls on it that are not collectives or send/recv (queries, registration) */
+    int nother;
 };
 
 struct clockfix {
@@ -778,6 +783,26 @@ struct icx_nccl *icx_nccl_compute(const struct icx_trace *t, struct icx_findings
         free(per);
         free(seen);
     }
+    /* The other calls made on each communicator (queries, registration, errors), by API. */
+    for (size_t pi = 0; pi < t->nprocs; pi++) {
+        const struct icx_proc *p = t->procs[pi];
+        for (size_t k = 0; k < p->nncalls; k++) {
+            const struct icx_rd_ncall *x = &p->ncalls[k];
+            const struct icx_rd_ncomm *cm = x->pending || op_of(x->api) != 11
+                                                ? NULL
+                                                : comm_of(p, x->comm, x->t_enter);
+            struct comm *c = cm ? comm_get(N, cm->comm_id, cm->nranks) : NULL;
+            if (!c)
+                continue;
+            int o = 0;
+            while (o < c->nother && c->other[o].api != x->api)
+                o++;
+            if (o == c->nother && c->nother < 16)
+                c->other[c->nother++].api = x->api;
+            if (o < c->nother)
+                c->other[o].calls++;
+        }
+    }
     align_clocks(t, N, v, n);
     /* Instances: runs of equal keys after the sort. */
     for (size_t i = 0; i < n;) {
@@ -1072,6 +1097,10 @@ void icx_nccl_json(struct icx_json *j, const struct icx_nccl *N)
         icx_json_int(j, "nranks", c->nranks);
         icx_json_int(j, "ranks_traced", c->traced);
         icx_json_int(j, "collective_instances", (long long)c->instances);
+        icx_json_obj(j, "other_calls");
+        for (int o = 0; o < c->nother; o++)
+            icx_json_int(j, icx_api_name(c->other[o].api), (long long)c->other[o].calls);
+        icx_json_end(j);
         icx_json_arr(j, "ops");
         for (int o = 0; o < 10; o++) {
             const struct opstat *s = &c->op[o];

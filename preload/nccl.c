@@ -461,13 +461,16 @@ static void icx_dumps_prepare(void)
 {
     for (int k = 0; k < 2; k++) {
         const char *v = getenv(icx_dump_env[k]);
-        if (v && *v) {
+        int pid = 0;
+        /* a private file of a traced parent's (the variable was inherited): not the user's */
+        int inherited = v && sscanf(v, "/tmp/icxtrace-%d-nccl-", &pid) == 1 && pid != (int)getpid();
+        if (v && *v && !inherited) {
             snprintf(icx_dump_path[k], sizeof(icx_dump_path[k]), "%s", v);
             continue;
         }
         snprintf(icx_dump_path[k], sizeof(icx_dump_path[k]), "/tmp/icxtrace-%d-nccl-%s.xml",
                  (int)getpid(), k ? "graph" : "topo");
-        icx_dump_ours[k] = setenv(icx_dump_env[k], icx_dump_path[k], 0) == 0;
+        icx_dump_ours[k] = setenv(icx_dump_env[k], icx_dump_path[k], 1) == 0;
     }
 }
 
@@ -831,6 +834,24 @@ ICX_NCCL_REG(ncclCommWindowRegister, (ncclComm_t cm, void *b, size_t n, ncclWind
 ICX_NCCL_REG(ncclCommWindowDeregister, (ncclComm_t cm, ncclWindow_t w), (cm, w), cm, 0)
 #undef ICX_NCCL_REG
 
+/* The queries: recorded with their answer as `count` (0 when they failed); no sequence number.
+ * The tracer's own questions go to the real functions directly and are not recorded. */
+#define ICX_NCCL_QUERY(name)                                                                       \
+    ICX_EXPORT ncclResult_t name(const ncclComm_t cm, int *out)                                    \
+    {                                                                                              \
+        ICX_NCCL_BEGIN(name, (cm, out));                                                           \
+        ncclResult_t rc = real(cm, out);                                                           \
+        icx_call_returned(&c);                                                                     \
+        icx_rec_call(ICX_API_##name, c.t0, 0, cm, rc == ncclSuccess && out ? (size_t)*out : 0, -1, \
+                     -1, -1, 0, NULL, rc, 0);                                                      \
+        icx_ncall_exit(&c);                                                                        \
+        return rc;                                                                                 \
+    }
+ICX_NCCL_QUERY(ncclCommCount)
+ICX_NCCL_QUERY(ncclCommCuDevice)
+ICX_NCCL_QUERY(ncclCommUserRank)
+#undef ICX_NCCL_QUERY
+
 /* Ends a group without launching it: the group is over for our bookkeeping too. */
 ICX_EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *info)
 {
@@ -860,6 +881,7 @@ void *icx_dl_wrap_nccl(const char *name, const char *version, void *handle)
         W(ncclCommInitRankScalable), W(ncclCommShrink), W(ncclCommRevoke),
         W(ncclCommGetAsyncError), W(ncclCommRegister), W(ncclCommDeregister),
         W(ncclCommWindowRegister), W(ncclCommWindowDeregister), W(ncclGroupSimulateEnd),
+        W(ncclCommCount), W(ncclCommCuDevice), W(ncclCommUserRank),
 #undef W
     };
     if (version || !atomic_load_explicit(&icx_active, memory_order_relaxed))

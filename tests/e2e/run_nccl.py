@@ -133,6 +133,10 @@ def test_nccl_exact_and_busbw():
                           "%.4f s" % (kind, op, o["timing"], o["gpu_timed_calls"], o["calls"],
                                       o["host_call_p50_s"], o["gpu_time_p50_s"]))
         check(doc["findings"] == [], "findings on a clean run: %s" % doc["findings"])
+        # ddp_loop asks each rank's node communicator its size once (ncclCommCount)
+        check([c["other_calls"] for c in comms["node"]] == [{"ncclCommCount": 8}] * 2 and
+              comms["world"][0]["other_calls"] == {}, "other calls %s" %
+              [(c["nranks"], c["other_calls"]) for c in doc["collectives"]])
         # Per-link traffic from NCCL's own ring graph (8 channels; channel k enters a node at GPU
         # k through mlx5_k and leaves it from GPU k-1 through mlx5_(k-1)): every NIC of both
         # nodes carries 1/8 of the world collectives' bus bytes each way.
