@@ -18,7 +18,7 @@ ANALYZER_LIB_SRC := $(filter-out analyzer/main.c,$(wildcard analyzer/*.c))
 SIM_CUDART_SRC := tests/sim/cudart.c tests/sim/topo_file.c tests/sim/counters.c
 SIM_NVML_SRC := tests/sim/nvml.c tests/sim/topo_file.c tests/sim/counters.c
 SIM_VERBS_SRC := tests/sim/verbs.c tests/sim/topo_file.c
-SIM_NCCL_SRC := tests/sim/nccl.c tests/sim/nccl_ib.c tests/sim/topo_file.c
+SIM_NCCL_SRC := tests/sim/nccl.c tests/sim/nccl_ib.c tests/sim/topo_file.c tests/sim/counters.c
 
 LIBICX := $(BUILD)/lib/libicxtrace.so
 ANALYZE := $(BUILD)/bin/icx-analyze

@@ -104,6 +104,7 @@ static int cmd_analyze(FILE *out, const struct icx_opts *o, const struct icx_tra
     icx_counters_over_time(t, &C);
     struct icx_verbs *V = icx_verbs_compute(t, &F);
     struct icx_nccl *NC = icx_nccl_compute(t, &F);
+    icx_nccl_explain_counters(NC, &C);
     if (o->json) {
         struct icx_json j;
         icx_json_begin(&j, out);

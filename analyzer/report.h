@@ -69,6 +69,8 @@ struct icx_nccl;
 struct icx_nccl *icx_nccl_compute(const struct icx_trace *t, struct icx_findings *F);
 void icx_nccl_print(FILE *out, const struct icx_nccl *N);
 void icx_nccl_json(struct icx_json *j, const struct icx_nccl *N);
+struct icx_counters;
+void icx_nccl_explain_counters(const struct icx_nccl *N, struct icx_counters *C);
 void icx_nccl_free(struct icx_nccl *N);
 
 /* report_numa.c: placement of GPUs, GPU-driving threads and pinned buffers per process. */
@@ -98,7 +100,8 @@ struct icx_counter_row {
     int device; /* CUDA ordinal in a process that used it, -1 none */
     double t0, t1;
     uint64_t tx0, rx0, tx1, rx1;
-    uint64_t tx_explained, rx_explained;
+    uint64_t tx_explained, rx_explained; /* by intercepted copies */
+    uint64_t tx_nccl, rx_nccl;           /* by NCCL's routing (icx_nccl_explain_counters) */
     uint64_t resolution; /* bytes: the counters count whole KiB per link */
     /* Over time, from consecutive samples: TX rate mean and peak, and the time spent above 80 %
      * of the GPU's NVLink capacity (per direction). */

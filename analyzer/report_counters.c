@@ -1,7 +1,8 @@
 /* Counter reconciliation: per GPU, the NVLink bytes its hardware counters saw over the traced time
- * against the bytes the intercepted peer copies explain.  What no hook sees (kernels' NVLink loads
- * and stores, NCCL's kernels, unhooked copy APIs) is the unexplained remainder:
- * counter = explained + unexplained. */
+ * against the bytes the intercepted peer copies explain, and those NCCL's routing explains (its
+ * collectives' and send/recv's bytes between GPUs of one host, report_nccl.c).  What neither
+ * explains (kernels' NVLink loads and stores, unhooked copy APIs, NCCL traffic routed otherwise
+ * than its graph says) is the unexplained remainder: counter = explained + unexplained. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -211,7 +212,8 @@ void icx_counters_print(FILE *out, const struct icx_counters *C)
     for (size_t i = 0; i < C->n; i++) {
         const struct icx_counter_row *r = &C->rows[i];
         uint64_t tx = r->tx1 - r->tx0, rx = r->rx1 - r->rx0;
-        if (r->nic || (!tx && !rx && !r->tx_explained && !r->rx_explained))
+        if (r->nic || (!tx && !rx && !r->tx_explained && !r->rx_explained && !r->tx_nccl &&
+                       !r->rx_nccl))
             continue;
         if (!header++)
             fprintf(out,
@@ -220,10 +222,10 @@ void icx_counters_print(FILE *out, const struct icx_counters *C)
                     "GPU", "dev", "TX counted", "TX explained", "TX other", "RX counted",
                     "RX other");
         char a[32], b[32], c[32], d[32], e[32], dev[8];
-        long long otx = other_bytes(tx, r->tx_explained, r->resolution);
-        long long orx = other_bytes(rx, r->rx_explained, r->resolution);
+        long long otx = other_bytes(tx, r->tx_explained + r->tx_nccl, r->resolution);
+        long long orx = other_bytes(rx, r->rx_explained + r->rx_nccl, r->resolution);
         icx_fmt_bytes(a, sizeof(a), (double)tx);
-        icx_fmt_bytes(b, sizeof(b), (double)r->tx_explained);
+        icx_fmt_bytes(b, sizeof(b), (double)(r->tx_explained + r->tx_nccl));
         icx_fmt_bytes(c, sizeof(c), fabs((double)otx));
         icx_fmt_bytes(d, sizeof(d), (double)rx);
         icx_fmt_bytes(e, sizeof(e), fabs((double)orx));
@@ -232,8 +234,9 @@ void icx_counters_print(FILE *out, const struct icx_counters *C)
                 otx < 0 ? "-" : " ", c, d, orx < 0 ? "-" : " ", e);
     }
     if (header) {
-        fprintf(out, "  other = counted - explained: NVLink traffic no hook saw (kernels, NCCL, "
-                     "unhooked copy APIs); 0 within the counters' KiB-per-link resolution.\n");
+        fprintf(out, "  explained: intercepted copies and NCCL's routing of its calls; other = "
+                     "counted - explained: NVLink traffic no hook saw (kernels, unhooked copy "
+                     "APIs); 0 within the counters' KiB-per-link resolution.\n");
         if (C->events_lost)
             fprintf(out,
                     "  (%llu events were dropped by the tracer: their copies are counted here "
@@ -308,12 +311,14 @@ void icx_counters_json(struct icx_json *j, const struct icx_counters *C)
         icx_json_num(j, "window_s", r->t1 - r->t0);
         icx_json_int(j, "tx_bytes", (long long)(r->tx1 - r->tx0));
         icx_json_int(j, "rx_bytes", (long long)(r->rx1 - r->rx0));
-        icx_json_int(j, "tx_explained_bytes", (long long)r->tx_explained);
-        icx_json_int(j, "rx_explained_bytes", (long long)r->rx_explained);
+        icx_json_int(j, "tx_explained_bytes", (long long)(r->tx_explained + r->tx_nccl));
+        icx_json_int(j, "rx_explained_bytes", (long long)(r->rx_explained + r->rx_nccl));
+        icx_json_int(j, "tx_explained_by_nccl_bytes", (long long)r->tx_nccl);
+        icx_json_int(j, "rx_explained_by_nccl_bytes", (long long)r->rx_nccl);
         icx_json_int(j, "tx_unexplained_bytes",
-                     other_bytes(r->tx1 - r->tx0, r->tx_explained, r->resolution));
+                     other_bytes(r->tx1 - r->tx0, r->tx_explained + r->tx_nccl, r->resolution));
         icx_json_int(j, "rx_unexplained_bytes",
-                     other_bytes(r->rx1 - r->rx0, r->rx_explained, r->resolution));
+                     other_bytes(r->rx1 - r->rx0, r->rx_explained + r->rx_nccl, r->resolution));
         icx_json_int(j, "resolution_bytes", (long long)r->resolution);
         icx_json_num(j, "capacity_bytes_per_s", r->capacity_bps > 0 ? r->capacity_bps : NAN);
         icx_json_num(j, "tx_mean_bytes_per_s", r->tx_mean_bps);

@@ -71,6 +71,7 @@ struct call {
     int gpu;                   /* enum icx_gpu_state */
     double gpu_start, gpu_end; /* on the timeline, when ICX_GPU_DONE */
     const struct icx_proc *p;
+    double mono; /* host enter on the process's own monotonic clock */
 };
 
 struct opstat {
@@ -128,6 +129,12 @@ struct edge {
     double bytes;
 };
 
+struct nvl {
+    const struct icx_proc *sp, *dp; /* sender's and receiver's processes (same host) */
+    int src, dst;                   /* their CUDA devices */
+    double bytes, t;                /* t: the sender's host enter, its monotonic clock */
+};
+
 struct icx_nccl {
     struct comm *v;
     size_t n;
@@ -139,6 +146,8 @@ struct icx_nccl {
     int comms_graph, comms_ring; /* communicators attributed each way */
     char (**names)[64];          /* NIC name tables the edges point into */
     size_t nnames;
+    struct nvl *nvl; /* bytes NCCL's routing put between two GPUs of one host, when */
+    size_t nnvl;
 };
 
 static int dcmp(const void *a, const void *b)
@@ -249,7 +258,7 @@ static struct call *collect(const struct icx_trace *t, size_t *ncalls)
             v[n++] = (struct call){cm->comm_id, c->seq,      c->bytes,           op,
                                    cm->rank,    c->peer,     cm->nranks,         c->t_enter + off,
                                    exit + off,  c->gpu,      c->gpu_start + off, c->gpu_end + off,
-                                   p};
+                                   p,           c->t_enter};
         }
     }
     *ncalls = n;
@@ -405,6 +414,13 @@ static void edge_add(struct icx_nccl *N, const struct call *a, const struct call
 {
     const char *sh = a->p->host ? a->p->host : "?", *dh = b->p->host ? b->p->host : "?";
     int sg = comm_gpu(a->p, a->comm_id), dg = comm_gpu(b->p, b->comm_id);
+    if (!strcmp(sh, dh) && sg >= 0 && dg >= 0 && sg != dg) { /* over NVLink: when, for the counters */
+        struct nvl *nv = realloc(N->nvl, (N->nnvl + 1) * sizeof(*nv));
+        if (nv) {
+            N->nvl = nv;
+            N->nvl[N->nnvl++] = (struct nvl){a->p, b->p, sg, dg, bytes, a->mono};
+        }
+    }
     for (size_t i = 0; i < N->nedges; i++) {
         struct edge *e = &N->edges[i];
         if (!strcmp(e->src_host, sh) && !strcmp(e->dst_host, dh) && e->src_gpu == sg &&
@@ -942,6 +958,33 @@ struct icx_nccl *icx_nccl_compute(const struct icx_trace *t, struct icx_findings
     return N;
 }
 
+/* NVLink bytes NCCL's routing explains, set against the GPUs' counters: inside each counter
+ * row's sampled window, what a GPU sent to / received from another GPU of its host. */
+void icx_nccl_explain_counters(const struct icx_nccl *N, struct icx_counters *C)
+{
+    for (size_t i = 0; N && i < N->nnvl; i++) {
+        const struct nvl *x = &N->nvl[i];
+        for (int end = 0; end < 2; end++) {
+            const struct icx_proc *p = end ? x->dp : x->sp;
+            int dev = end ? x->dst : x->src;
+            if (dev >= ICX_RD_MAX_DEV || !p->dev[dev].bus[0])
+                continue;
+            for (size_t m = 0; m < C->n; m++) {
+                struct icx_counter_row *r = &C->rows[m];
+                if (r->nic || strcmp(r->host, p->host ? p->host : "") ||
+                    strcmp(r->bus, p->dev[dev].bus) || x->t < r->t0 || x->t > r->t1)
+                    continue;
+                if (r->device < 0)
+                    r->device = dev;
+                if (end)
+                    r->rx_nccl += (uint64_t)(x->bytes + 0.5);
+                else
+                    r->tx_nccl += (uint64_t)(x->bytes + 0.5);
+            }
+        }
+    }
+}
+
 void icx_nccl_print(FILE *out, const struct icx_nccl *N)
 {
     if (!N || !N->n)
@@ -1189,6 +1232,7 @@ void icx_nccl_free(struct icx_nccl *N)
     free(N->v);
     free(N->clk);
     free(N->edges);
+    free(N->nvl);
     for (size_t i = 0; i < N->nnames; i++)
         free(N->names[i]);
     free(N->names);

@@ -165,6 +165,21 @@ def test_nccl_exact_and_busbw():
                          for l in links["links"] if l["source"] == "p2p" and l["transport"] == "NET")
         check(p2p_net == [("simnode0", 7, "simnode1", 0, p2p), ("simnode1", 7, "simnode0", 0, p2p)],
               "send/recv across nodes %s" % p2p_net)
+        # NVLink: the GPUs' hardware counters (the simulated NCCL's kernels count what they move)
+        # are explained by NCCL's routing -- per GPU, per step 7 of the world ring's 8 channels
+        # (the eighth leaves the node) and all 8 of the node ring's, plus the ring send where it
+        # stays inside the node (not from GPU 7) -- and nothing is left unexplained.
+        # (truth bytes are totals over the steps)
+        ring = ((t0[("world", "AllReduce")][1] * 2 * 15 // 16 + t0[("world", "Broadcast")][1] +
+                 t0[("world", "ReduceScatter")][1] * 15) // 8 * 7 + t0[("node", "AllGather")][1] * 7)
+        for r in doc["nvlink_counters"]:
+            want_tx = ring + (0 if r["device"] == 7 else p2p)
+            check(r["tx_explained_by_nccl_bytes"] == want_tx and r["tx_unexplained_bytes"] == 0
+                  and r["rx_unexplained_bytes"] == 0 and r["tx_explained_bytes"] == r["tx_explained_by_nccl_bytes"],
+                  "NVLink %s %s dev %d: counted %d, by NCCL %d (want %d), unexplained %d/%d" % (
+                      r["host"], r["pci"], r["device"], r["tx_bytes"], r["tx_explained_by_nccl_bytes"],
+                      want_tx, r["tx_unexplained_bytes"], r["rx_unexplained_bytes"]))
+        check(len(doc["nvlink_counters"]) == 16, "%d GPUs with counters" % len(doc["nvlink_counters"]))
         # NCCL's own topology and graph XML: written at each communicator's creation by its rank
         # 0 (global ranks 0, 0 and 8), captured with the communicator they belong to
         ids = sorted(c["comm_id"] for c in doc["collectives"])

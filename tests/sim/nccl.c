@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "counters.h"
 #include "nccl_sim.h"
 #include "topo_file.h"
 
@@ -63,6 +64,7 @@ struct batch { /* what one host function runs: a call, or a group */
 
 static struct sim_topo topo;
 static int topo_loaded;
+static struct sim_counters *nvl_counters; /* the node's simulated NVLink counters (NULL: none) */
 static __thread int group_depth;
 static __thread struct op *queue;
 static __thread size_t nqueue, capqueue;
@@ -173,8 +175,32 @@ static void topo_once(void)
 {
     if (!topo_loaded) {
         sim_topo_load(&topo);
+        nvl_counters = sim_counters_map();
         topo_loaded = 1;
     }
+}
+
+/* NVLink traffic of this rank's part of a ring collective whose bus bytes are `bus`: on every
+ * channel in which its successor is on the same node (all of them on one node; all but the one
+ * leaving the node otherwise) it sends bus / channels to the next GPU of its node, and the
+ * simulated NVLink counters count it, as the hardware counts NCCL's kernels' loads and stores. */
+static void nvlink_ring(ncclComm_t c, uint64_t bus)
+{
+    int nl = 0, li = 0, me = c->rank, next = -1;
+    for (int r = 0; r < c->nranks; r++)
+        if (c->s->node[r] == c->s->node[me]) {
+            nl++;
+            li += r < me;
+        }
+    for (int r = 0, l = 0; r < c->nranks && nl > 1; r++)
+        if (c->s->node[r] == c->s->node[me] && l++ == (li + 1) % nl)
+            next = r;
+    topo_once();
+    if (next < 0 || !nvl_counters)
+        return;
+    int a = c->dev, b = c->s->dev[next];
+    uint64_t edges = (uint64_t)(c->nodes > 1 ? nl - 1 : nl);
+    sim_counters_add(nvl_counters, a, b, sim_topo_lanes(&topo, a, b), bus / (uint64_t)nl * edges);
 }
 
 /* The slowest NIC's rate, bytes/s (0: none).  A NIC named in $ICXSIM_SLOW_NICS (the launcher's
@@ -277,6 +303,8 @@ static ncclResult_t run_coll(const struct op *o)
         break;
     case C_SCATTER: memcpy(out, slot(c, o->root) + (size_t)me * b, b); break;
     }
+    if (rc == ncclSuccess && !o->bootstrap)
+        nvlink_ring(c, bus_bytes(o->coll, R, b));
     wait_until(start + model_ns(c, o->coll, b, 0));
     sim_barrier(c); /* nobody refills a slot before everyone has read it */
     return rc;
@@ -297,6 +325,10 @@ static ncclResult_t run_send(const struct op *o)
     atomic_fetch_add(&x->sent, 1);
     if (c->ib.on && c->s->node[o->root] != c->s->node[c->rank]) /* the bytes, over the network */
         return sim_ib_send(c, o->root, b);
+    topo_once();
+    int a = c->dev, d = c->s->dev[o->root];
+    if (c->s->node[o->root] == c->s->node[c->rank] && a != d && nvl_counters) /* over NVLink */
+        sim_counters_add(nvl_counters, a, d, sim_topo_lanes(&topo, a, d), b);
     return ncclSuccess;
 }
 
@@ -584,6 +616,7 @@ static ncclResult_t comm_open(ncclComm_t *out, int nranks, uint64_t id, int rank
     c->s = m;
     const char *node = getenv("ICXSIM_NODE");
     c->s->node[rank] = node ? atoi(node) : 0;
+    c->s->dev[rank] = c->dev;
     c->s->nranks = nranks;
     atomic_fetch_add(&c->s->joined, 1);
     unsigned spins = 0;

@@ -23,6 +23,7 @@ struct shm {
     _Atomic uint64_t release_ns;
     int nranks;
     int node[MAXR];
+    int dev[MAXR]; /* each rank's CUDA device */
     struct {
         _Atomic uint64_t sent, taken; /* messages put / consumed, src -> dst */
         uint64_t bytes;
