@@ -989,20 +989,40 @@ void icx_nccl_print(FILE *out, const struct icx_nccl *N)
 {
     if (!N || !N->n)
         return;
-    fprintf(out, "\nNCCL per communicator (times from the last rank's arrival)\n");
-    fprintf(out, "  %-16s %5s %-13s %8s %14s %10s %10s %12s\n", "communicator", "ranks", "op",
-            "calls", "bytes", "p50 ms", "p99 ms", "busbw GB/s");
+    fprintf(out, "\nNCCL per communicator (time: one instance, from the last rank's start on the "
+                 "GPU to the last finish; GPU: each call's own span)\n");
+    fprintf(out, "  %-16s %5s %-13s %7s %13s %9s %9s %9s %11s %5s\n", "communicator", "ranks", "op",
+            "calls", "bytes", "p50 ms", "p99 ms", "GPU p50", "busbw GB/s", "from");
     for (size_t i = 0; i < N->n; i++) {
         const struct comm *c = &N->v[i];
         for (int o = 0; o < 10; o++) {
             const struct opstat *s = &c->op[o];
             if (!s->calls)
                 continue;
-            fprintf(out, "  %016llx %2d/%-2d %-13s %8llu %14llu %10.3f %10.3f %12.3f\n",
+            fprintf(out, "  %016llx %2d/%-2d %-13s %7llu %13llu %9.3f %9.3f %9.3f %11.4g %5s\n",
                     (unsigned long long)c->id, c->traced, c->nranks, op_names[o],
                     (unsigned long long)s->calls, (unsigned long long)s->bytes, s->p50 * 1e3,
-                    s->p99 * 1e3, s->busbw / 1e9);
+                    s->p99 * 1e3, s->gpu_p50 * 1e3, s->busbw / 1e9,
+                    !s->ndur ? "-" : s->host_timed ? "host" : "gpu");
         }
+        if (c->stuck.nwaiting)
+            fprintf(out, "  %16s stuck: %d of %d ranks wait in %s #%llu (%d missing)\n", "",
+                    c->stuck.nwaiting, c->nranks, op_names[c->stuck.op],
+                    (unsigned long long)c->stuck.seq, c->stuck.nmissing);
+    }
+    fprintf(out, "  routing: %d communicator(s) along NCCL's own ring graph, %d by the ring model\n",
+            N->comms_graph, N->comms_ring);
+    int header = 0;
+    for (size_t i = 0; i < N->nedges; i++) {
+        const struct edge *e = &N->edges[i];
+        if (!e->src_nic && !e->dst_nic)
+            continue;
+        if (!header++)
+            fprintf(out, "  %-16s %-10s -> %-16s %-10s %14s\n", "from host", "NIC", "to host",
+                    "NIC", "bytes");
+        fprintf(out, "  %-16s %-10s -> %-16s %-10s %14.0f\n", e->src_host,
+                e->src_nic ? e->src_nic : "?", e->dst_host, e->dst_nic ? e->dst_nic : "?",
+                e->bytes);
     }
 }
 
