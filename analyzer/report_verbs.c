@@ -586,25 +586,33 @@ void icx_verbs_print(FILE *out, const struct icx_verbs *V)
                 (unsigned long long)n->recvs, n->peak_bps * 8 / 1e9,
                 (unsigned long long)n->errors);
     }
-    fprintf(out, "\nRDMA per QP (posted work requests)\n");
+    fprintf(out, "\nRDMA per QP (posted work requests; QPs that moved no bytes are counted below)\n");
     fprintf(out, "  %-16s %7s %-8s %8s  %-22s %10s %14s  %s\n", "host", "pid", "nic", "qp", "op",
             "count", "bytes", "peer");
+    size_t quiet = 0;
     for (size_t i = 0; i < V->nqps; i++) {
         const struct vqp_row *r = &V->qps[i];
+        uint64_t moved = 0;
+        for (int o = 0; o < r->nops; o++)
+            moved += r->ops[o].bytes;
+        if (!moved) { /* receives posted, completions, or nothing: the JSON lists them */
+            quiet++;
+            continue;
+        }
         char peer[200] = "-";
         if (r->peer >= 0)
             snprintf(peer, sizeof(peer), "%s pid %d qp %u", host_of(V->qps[r->peer].p),
                      V->qps[r->peer].p->pid, V->qps[r->peer].qpn);
         const char *nic = r->ctx < ICX_RD_MAX_VCTX ? r->p->vctx[r->ctx].name : "?";
-        if (!r->nops)
-            fprintf(out, "  %-16s %7d %-8s %8u  %-22s %10s %14s  %s\n", host_of(r->p), r->p->pid,
-                    nic, r->qpn, "(no traffic)", "", "", peer);
         for (int o = 0; o < r->nops; o++)
             fprintf(out, "  %-16s %7d %-8s %8u  %-22s %10llu %14llu  %s\n", host_of(r->p),
                     r->p->pid, nic, r->qpn, icx_verbs_opcode_name(r->ops[o].kind, r->ops[o].opcode),
                     (unsigned long long)r->ops[o].count, (unsigned long long)r->ops[o].bytes,
                     peer);
     }
+    if (quiet)
+        fprintf(out, "  (%zu more QPs moved no bytes: receives posted, completions, or nothing; "
+                     "--json lists them)\n", quiet);
     if (V->ngn) {
         fprintf(out, "\nGPU <-> NIC (RDMA of the processes driving each GPU)\n");
         fprintf(out, "  %-16s %4s %-14s %-10s %-5s %14s %10s\n", "host", "gpu", "pci", "nic", "path",
