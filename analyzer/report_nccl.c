@@ -113,6 +113,7 @@ struct comm {
         uint64_t calls;
     } other[16]; /* calls on it that are not collectives or send/recv (queries, registration) */
     int nother;
+    int nonblocking; /* some rank created it non-blocking (ncclInProgress) */
 };
 
 struct clockfix {
@@ -799,6 +800,14 @@ struct icx_nccl *icx_nccl_compute(const struct icx_trace *t, struct icx_findings
         free(per);
         free(seen);
     }
+    /* Non-blocking creations. */
+    for (size_t pi = 0; pi < t->nprocs; pi++)
+        for (size_t k = 0; k < t->procs[pi]->nncomms; k++) {
+            const struct icx_rd_ncomm *x = &t->procs[pi]->ncomms[k];
+            for (size_t ci = 0; x->result == 7 /* ncclInProgress */ && ci < N->n; ci++)
+                if (N->v[ci].id == x->comm_id)
+                    N->v[ci].nonblocking = 1;
+        }
     /* The other calls made on each communicator (queries, registration, errors), by API. */
     for (size_t pi = 0; pi < t->nprocs; pi++) {
         const struct icx_proc *p = t->procs[pi];
@@ -1160,6 +1169,7 @@ void icx_nccl_json(struct icx_json *j, const struct icx_nccl *N)
         icx_json_int(j, "nranks", c->nranks);
         icx_json_int(j, "ranks_traced", c->traced);
         icx_json_int(j, "collective_instances", (long long)c->instances);
+        icx_json_bool(j, "nonblocking_init", c->nonblocking);
         icx_json_obj(j, "other_calls");
         for (int o = 0; o < c->nother; o++)
             icx_json_int(j, icx_api_name(c->other[o].api), (long long)c->other[o].calls);

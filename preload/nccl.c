@@ -33,6 +33,7 @@ struct icx_ncomm {
     ncclComm_t h;
     uint64_t id;
     int rank, nranks;
+    int initializing; /* created non-blocking (ncclInProgress), not yet seen ready */
     uint64_t coll_seq, splits;
     uint64_t *p2p_seq; /* [peer * 2 + (0 send, 1 recv)] */
 };
@@ -109,7 +110,7 @@ static void icx_ncomm_add(ncclComm_t h, uint64_t id, int rank, int nranks)
         c = &icx_ncomms[icx_nncomms++];
     if (c) {
         free(c->p2p_seq);
-        *c = (struct icx_ncomm){h, id, rank, nranks, 0, 0, NULL};
+        *c = (struct icx_ncomm){h, id, rank, nranks, 0, 0, 0, NULL};
         if (nranks > 0)
             c->p2p_seq = calloc((size_t)nranks * 2, sizeof(uint64_t));
     }
@@ -412,9 +413,17 @@ static void icx_comm_created(enum icx_api api, uint64_t t0, ncclComm_t *out, uin
     ncclComm_t h = (rc == ncclSuccess || rc == ncclInProgress) && out ? *out : NULL;
     if (h)
         icx_ncomm_add(h, id, rank, nranks);
-    icx_rec_comm(api, t0, h, id, parent, rank, nranks, rc == ncclSuccess ? icx_comm_device(h) : -1,
-                 color, key, rc);
-    if (rc == ncclSuccess) {
+    if (h && rc == ncclInProgress) {
+        pthread_mutex_lock(&icx_ncomm_lock);
+        struct icx_ncomm *c = icx_ncomm_find(h);
+        if (c)
+            c->initializing = 1;
+        pthread_mutex_unlock(&icx_ncomm_lock);
+    }
+    /* A non-blocking one cannot be asked yet: NCCL takes the caller's current device. */
+    int dev = rc == ncclSuccess ? icx_comm_device(h) : rc == ncclInProgress ? icx_current_device() : -1;
+    icx_rec_comm(api, t0, h, id, parent, rank, nranks, dev, color, key, rc);
+    if (rc == ncclSuccess) { /* (non-blocking: when ncclCommGetAsyncError first says ready) */
         pthread_once(&icx_dump_once, icx_dumps_prepare);
         icx_dumps_collect(id);
         icx_debug_collect();
@@ -805,6 +814,21 @@ ICX_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *err
     ICX_NCCL_BEGIN(ncclCommGetAsyncError, (comm, err));
     ncclResult_t rc = real(comm, err);
     icx_call_returned(&c);
+    if (rc == ncclSuccess && err && *err == ncclSuccess) {
+        /* a non-blocking communicator just became ready: NCCL has written its dumps now */
+        uint64_t ready = 0;
+        pthread_mutex_lock(&icx_ncomm_lock);
+        struct icx_ncomm *p = icx_ncomm_find(comm);
+        if (p && p->initializing) {
+            p->initializing = 0;
+            ready = p->id;
+        }
+        pthread_mutex_unlock(&icx_ncomm_lock);
+        if (ready) {
+            icx_dumps_collect(ready);
+            icx_debug_collect();
+        }
+    }
     if (rc == ncclSuccess && err && *err != ncclSuccess && *err != ncclInProgress) {
         int rank = -1, nranks = -1;
         uint64_t id = icx_comm_id_of(comm, &rank, &nranks);

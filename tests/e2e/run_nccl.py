@@ -325,6 +325,25 @@ def test_nccl_debug_transport_lines():
         check(sends == 16 and recvs == 16, "send/receive lines %d/%d" % (sends, recvs))
 
 
+def test_nccl_nonblocking_communicator():
+    """The world communicator created non-blocking (ncclCommInitRankConfig, blocking = 0: NCCL
+    returns ncclInProgress and the job polls ncclCommGetAsyncError): the tracer keeps the handle
+    and its device, reads NCCL's dumps once it is ready, and everything else is as with a blocking
+    one -- results right, calls exact, routing along NCCL's graph, no findings."""
+    with tempfile.TemporaryDirectory() as tmp:
+        doc, truth = job(tmp, steps=2, DDP_NONBLOCKING=1)
+        comms = by_comm(doc)
+        world = comms["world"][0]
+        check(world["nonblocking_init"] and not any(c["nonblocking_init"] for c in comms["node"]),
+              "nonblocking %s" % [(c["nranks"], c["nonblocking_init"]) for c in doc["collectives"]])
+        ops = {o["op"]: (o["calls"], o["bytes"]) for o in world["ops"]}
+        want = (16 * 2, sum(t[("world", "AllReduce")][1] for t in truth.values()))
+        check(ops["AllReduce"] == want, "AllReduce %s, want %s" % (ops["AllReduce"], want))
+        links = doc["nccl_links"]
+        check(links["communicators_by_graph"] == 3, "routing %s" % links["model"])
+        check(doc["findings"] == [], "findings %s" % doc["findings"])
+
+
 def test_nccl_capture_safety():
     """NCCL calls into a stream capturing a CUDA graph (global mode) get no events from the tracer:
     the capture ends valid, the captured calls are recorded without GPU timing and counted as

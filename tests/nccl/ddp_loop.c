@@ -6,6 +6,9 @@
  *
  *   ddp_loop DIR STEPS COUNT
  *
+ * DDP_NONBLOCKING=1 creates the world communicator non-blocking (ncclCommInitRankConfig with
+ * blocking = 0, then ncclCommGetAsyncError until it is no longer ncclInProgress).
+ *
  * Faults for tests: DDP_SLOW_RANK=R with DDP_SLOW_US=N makes rank R compute N us longer before
  * each step's collectives; DDP_HANG_RANK=R with DDP_HANG_STEP=S makes rank R stop (sleep forever)
  * before step S.  Ground truth in DIR/truth-RANK: "<comm> <op> <calls> <bytes>" per op, bytes as
@@ -95,7 +98,21 @@ int main(int argc, char **argv)
         }
     }
     ncclComm_t wc, nc;
-    CK(ncclCommInitRank(&wc, world, id, rank));
+    if (env_int("DDP_NONBLOCKING", 0)) { /* a non-blocking communicator: poll until it is ready */
+        ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+        cfg.blocking = 0;
+        ncclResult_t r = ncclCommInitRankConfig(&wc, world, id, rank, &cfg), state = r;
+        if (r != ncclSuccess && r != ncclInProgress)
+            CK(r);
+        while (state == ncclInProgress) {
+            CK(ncclCommGetAsyncError(wc, &state));
+            if (state == ncclInProgress)
+                usleep(100);
+        }
+        CK(state);
+    } else {
+        CK(ncclCommInitRank(&wc, world, id, rank));
+    }
     CK(ncclCommSplit(wc, rank / lws, rank, &nc, NULL));
     int nn = 0;
     CK(ncclCommCount(nc, &nn));

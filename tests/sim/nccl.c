@@ -21,6 +21,7 @@
  * collective's per-rank data up to SLOT bytes; sum/prod/max/min/avg on int32/uint32/int64/uint64/
  * float/double; $ICXSIM_NODE tells which node a rank is on. */
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <nccl.h>
 #include <stdatomic.h>
@@ -587,32 +588,25 @@ static void debug_lines(ncclComm_t c)
         fflush(out);
 }
 
-static ncclResult_t comm_open(ncclComm_t *out, int nranks, uint64_t id, int rank)
+/* Join communicator `id` as `rank` of `nranks` on CUDA device `dev`, into the caller's c. */
+static ncclResult_t comm_join(struct ncclComm *c, int nranks, uint64_t id, int rank, int dev)
 {
-    if (nranks < 1 || nranks > MAXR || rank < 0 || rank >= nranks)
-        return ncclInvalidArgument;
-    struct ncclComm *c = calloc(1, sizeof(*c));
-    if (!c)
-        return ncclSystemError;
     c->rank = rank;
     c->nranks = nranks;
     c->id = id;
-    cudaGetDevice(&c->dev);
+    c->dev = dev;
     snprintf(c->name, sizeof(c->name), "/icxsim-nccl-%016llx-%d", (unsigned long long)id, nranks);
     c->map_bytes = HDR + (size_t)(nranks + 1) * SLOT + (size_t)nranks * nranks * MBOX;
     int fd = shm_open(c->name, O_RDWR | O_CREAT, 0600);
     if (fd < 0 || ftruncate(fd, (off_t)c->map_bytes) != 0) {
         if (fd >= 0)
             close(fd);
-        free(c);
         return ncclSystemError;
     }
     void *m = mmap(NULL, c->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
-    if (m == MAP_FAILED) {
-        free(c);
+    if (m == MAP_FAILED)
         return ncclSystemError;
-    }
     c->s = m;
     const char *node = getenv("ICXSIM_NODE");
     c->s->node[rank] = node ? atoi(node) : 0;
@@ -628,8 +622,43 @@ static ncclResult_t comm_open(ncclComm_t *out, int nranks, uint64_t id, int rank
     sim_ib_setup(c);
     write_dumps(c);
     debug_lines(c);
+    return ncclSuccess;
+}
+
+static ncclResult_t comm_open(ncclComm_t *out, int nranks, uint64_t id, int rank)
+{
+    if (nranks < 1 || nranks > MAXR || rank < 0 || rank >= nranks)
+        return ncclInvalidArgument;
+    struct ncclComm *c = calloc(1, sizeof(*c));
+    if (!c)
+        return ncclSystemError;
+    int dev = 0;
+    cudaGetDevice(&dev);
+    ncclResult_t rc = comm_join(c, nranks, id, rank, dev);
+    if (rc != ncclSuccess) {
+        free(c);
+        return rc;
+    }
     *out = c;
     return ncclSuccess;
+}
+
+/* A non-blocking creation (config->blocking == 0): the handle at once, ncclInProgress, and the
+ * joining in a thread of the library's; ncclCommGetAsyncError says ncclInProgress until it is
+ * done, as with NCCL. */
+struct join_args {
+    struct ncclComm *c;
+    int nranks, rank, dev;
+    uint64_t id;
+};
+
+static void *join_thread(void *arg)
+{
+    struct join_args *a = arg;
+    ncclResult_t rc = comm_join(a->c, a->nranks, a->id, a->rank, a->dev);
+    atomic_store(&a->c->async_error, rc);
+    free(a);
+    return NULL;
 }
 
 SIM_EXPORT ncclResult_t pncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank)
@@ -642,8 +671,31 @@ SIM_EXPORT ncclResult_t pncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniq
 SIM_EXPORT ncclResult_t pncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId id,
                                                 int rank, ncclConfig_t *config)
 {
-    (void)config;
-    return pncclCommInitRank(comm, nranks, id, rank);
+    if (!config || config->blocking != 0)
+        return pncclCommInitRank(comm, nranks, id, rank);
+    if (!comm || nranks < 1 || nranks > MAXR || rank < 0 || rank >= nranks)
+        return ncclInvalidArgument;
+    struct ncclComm *c = calloc(1, sizeof(*c));
+    struct join_args *a = malloc(sizeof(*a));
+    if (!c || !a) {
+        free(c);
+        free(a);
+        return ncclSystemError;
+    }
+    uint64_t key;
+    memcpy(&key, id.internal, sizeof(key));
+    *a = (struct join_args){c, nranks, rank, 0, key};
+    cudaGetDevice(&a->dev); /* the caller's device, as NCCL takes it */
+    atomic_store(&c->async_error, ncclInProgress);
+    pthread_t t;
+    if (pthread_create(&t, NULL, join_thread, a) != 0) {
+        free(c);
+        free(a);
+        return ncclSystemError;
+    }
+    pthread_detach(t);
+    *comm = c;
+    return ncclInProgress;
 }
 
 SIM_EXPORT ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
