@@ -128,7 +128,12 @@ static int icx_gpu_begin_inner(struct icx_gpu_req *g, cudaStream_t stream)
     icx_real_cudaStreamIsCapturing_t capturing = ICX_REAL(cudaStreamIsCapturing);
     icx_real_cudaEventRecord_t record = ICX_REAL(cudaEventRecord);
     if (!capturing || !record) {
-        icx_count_lost(ICX_LOST_gpu_timing_error);
+        /* No libcudart in the process (NCCL links cudart statically; the job may too): nothing
+         * to record events with.  Said once, not counted per call as an error. */
+        static _Atomic int said;
+        if (!atomic_exchange(&said, 1))
+            icx_note(1, "no dynamic libcudart in the process: NCCL calls are not timed on the GPU "
+                        "(NCCL and the job link cudart statically?)");
         return 0;
     }
     pthread_once(&icx_pools_once, icx_pools_init);
