@@ -575,6 +575,11 @@ void icx_verbs_print(FILE *out, const struct icx_verbs *V)
 {
     if (!V || (!V->nqps && !V->nnics))
         return;
+    if (!V->nqps) { /* NICs present, no process used verbs: one line, not a table of zeros */
+        fprintf(out, "\nRDMA (verbs): no verbs activity traced (%zu NIC port%s on the hosts)\n",
+                V->nnics, V->nnics == 1 ? "" : "s");
+        return;
+    }
     fprintf(out, "\nRDMA (verbs) per NIC port\n");
     fprintf(out, "  %-16s %-10s %4s %-10s %14s %14s %10s %10s %12s %6s\n", "host", "nic", "port",
             "link", "tx bytes", "rx bytes", "WRs", "recvs", "peak Gb/s", "errors");
