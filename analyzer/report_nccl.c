@@ -20,10 +20,12 @@
  *
  * Hangs and post-mortems: every call is written on entry too, so a call that never returned is in
  * the trace, and work NCCL enqueued whose GPU span had started but not finished when the trace
- * ended is marked so.  For each communicator, the ranks still inside a collective (host or GPU)
- * when their traces end wait in that collective instance; the ranks of the communicator that
- * never issued it are the ones they wait for, named with their last recorded NCCL call and how
- * their trace ended. */
+ * ended is marked so (without that final frame -- SIGKILL -- GPU work issued over a second before
+ * the trace's end and never reported finished counts as unfinished).  For each communicator, the
+ * ranks still inside a collective (host or GPU) when their traces end wait in that collective
+ * instance; the ranks of the communicator that never issued it are the ones they wait for, named
+ * with their last recorded NCCL call and how their trace ended.  A collective every waiter issued
+ * on a stream behind another communicator's stuck call is only queued behind it: no finding. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,7 +93,9 @@ struct rankstat {
 };
 
 struct stuck {
-    int op, nwaiting, nmissing, ongpu; /* ongpu: of the waiting, inside NCCL's GPU work */
+    int op, nwaiting, nmissing;
+    int ongpu, unknown; /* of the waiting: inside NCCL's GPU work; GPU work not known finished */
+    int behind;         /* of the waiting: queued on their stream behind another stuck call */
     uint64_t seq;
     double since; /* wall s of the first waiter's entry */
     int *waiting, *missing;
@@ -678,7 +682,7 @@ static void hangs(const struct icx_trace *t, struct icx_nccl *N, struct icx_find
                 if (!s->nwaiting || x->seq < s->seq) { /* the earliest collective anyone waits in */
                     free(s->waiting);
                     s->waiting = NULL;
-                    s->nwaiting = s->ongpu = 0;
+                    s->nwaiting = s->ongpu = s->unknown = s->behind = 0;
                     s->seq = x->seq;
                     s->op = op;
                     s->since = INFINITY;
@@ -691,12 +695,23 @@ static void hangs(const struct icx_trace *t, struct icx_nccl *N, struct icx_find
                 s->waiting = w;
                 s->waiting[s->nwaiting++] = cm->rank;
                 s->ongpu += x->gpu == ICX_GPU_RUNNING;
+                s->unknown += !x->pending && x->gpu == ICX_GPU_UNKNOWN;
+                /* behind another of this process's stuck calls, issued earlier on the same stream
+                 * on another communicator: it cannot have started */
+                int behind = 0;
+                for (size_t q = 0; !x->pending && q < nf && !behind; q++) {
+                    const struct icx_rd_ncall *y = &p->ncalls[fl[q]];
+                    const struct icx_rd_ncomm *cy = comm_of(p, y->comm, y->t_enter);
+                    behind = y != x && y->stream == x->stream && y->t_enter < x->t_enter && cy &&
+                             cy->comm_id != c->id;
+                }
+                s->behind += behind;
                 double since = x->gpu == ICX_GPU_RUNNING ? x->gpu_start : x->t_enter;
                 s->since = fmin(s->since, since + wall_offset(p) - t0);
             }
         }
-        if (!s->nwaiting)
-            continue;
+        if (!s->nwaiting || s->behind == s->nwaiting)
+            continue; /* nobody, or every waiter is queued behind a stuck call elsewhere */
         /* who never got there: traced ranks whose last collective on it is before seq */
         char who[1000] = "", ev[1400], end[128];
         int len = 0;
@@ -737,9 +752,11 @@ static void hangs(const struct icx_trace *t, struct icx_nccl *N, struct icx_find
                                 end_of(p, end, sizeof(end)));
         }
         snprintf(ev, sizeof(ev), "%d of %d ranks wait in %s #%llu of communicator %016llx since "
-                 "%.3f s into the job (%d inside its GPU work, %d in the host call); %s",
+                 "%.3f s into the job (%d inside its GPU work, %d in the host call, %d with GPU work "
+                 "not known to have finished); %s",
                  s->nwaiting, c->nranks, op_names[s->op], (unsigned long long)s->seq,
-                 (unsigned long long)c->id, s->since, s->ongpu, s->nwaiting - s->ongpu,
+                 (unsigned long long)c->id, s->since, s->ongpu,
+                 s->nwaiting - s->ongpu - s->unknown, s->unknown,
                  s->nmissing ? who : "every traced rank entered it (an untraced rank or the "
                                      "network is missing)");
         /* one finding per missing rank (its host and pid), or one for the communicator */
@@ -1214,6 +1231,8 @@ void icx_nccl_json(struct icx_json *j, const struct icx_nccl *N)
             icx_json_int(j, "seq", (long long)st->seq);
             icx_json_num(j, "since_s", st->since);
             icx_json_int(j, "waiting_on_gpu", st->ongpu);
+            icx_json_int(j, "waiting_unknown", st->unknown);
+            icx_json_bool(j, "queued_behind", st->behind == st->nwaiting);
             icx_json_arr(j, "waiting_ranks");
             for (int k = 0; k < st->nwaiting; k++)
                 icx_json_int(j, NULL, st->waiting[k]);

@@ -269,6 +269,30 @@ def test_nccl_hang_postmortem():
         check(len(doc["findings"]) == 1, "other findings: %s" % doc["findings"])
 
 
+def test_nccl_hang_postmortem_sigkill():
+    """The same hang, ended by SIGKILL: no final flush, so the traces stop at their last periodic
+    frame and say nothing of unfinished GPU work.  Calls whose GPU span never arrived and that were
+    issued over a second before a trace ended count as not finished: rank 11 is still the one
+    named, with the world all-reduce #7 the others wait in and "killed without a flush".  The node
+    communicators' all-gathers look unfinished too, but each was issued on the same stream after
+    the stuck all-reduce: reported as queued behind it, not as hangs of their own."""
+    with tempfile.TemporaryDirectory() as tmp:
+        doc, _ = job(tmp, sim_args=("--kill-after", "8", "--kill-signal", "9", "--hang-rank", "11:2"),
+                     want_rc=124)
+        hangs = [f for f in doc["findings"] if f["kind"] == "hang"]
+        check(len(hangs) == 1 and hangs[0]["ranks"] == [11] and len(doc["findings"]) == 1,
+              "findings %s" % doc["findings"])
+        node = [c["stuck"] for c in doc["collectives"] if c["nranks"] == 8]
+        check(all(st and st["queued_behind"] for st in node), "node communicators %s" % node)
+        world = [c for c in doc["collectives"] if c["nranks"] == 16][0]
+        st = world["stuck"]
+        check(st and st["op"] == "AllReduce" and st["seq"] == 7 and st["missing_ranks"] == [11] and
+              sorted(st["waiting_ranks"]) == [r for r in range(16) if r != 11], "stuck %s" % st)
+        ev = hangs[0]["evidence"]
+        check("15 of 16 ranks wait in AllReduce #7" in ev and "killed without a flush" in ev and
+              st["waiting_unknown"] == 15, "evidence %s" % ev)
+
+
 def test_nccl_slow_link():
     """Node 1's mlx5_3 trains at 1x (--slow-nic 1:mlx5_3): the ring's channels through it hold up
     every world collective, so the world busbw is a quarter of the 8 NICs' (2 NICs' worth) --
