@@ -49,33 +49,25 @@ for t in ("off", "sample", "all", "stk", "vagg", "vev", "noff", "ndef"):
         sys.exit("bench: events were dropped in variant %s (%s): the numbers would be wrong" % (t, lost))
 def med(name):
     return statistics.median(float(l.split()[0]) for l in open(os.path.join(d, name)))
-base = med("none")
-print("cudaMemcpyPeerAsync, null libcudart, ns per call (median over rounds of the median batch)")
-print("%-34s %8s %8s" % ("variant", "ns/call", "added"))
-print("%-34s %8.1f %8s" % ("no preload", base, "-"))
-for name, label in (("floor", "floor: 2x rdtsc + 32 B TLS record"),
-                    ("off", "icxtrace, ICX_GPU_TIMING=off"),
-                    ("sample", "icxtrace, default (sample <=1/ms)"),
-                    ("all", "icxtrace, ICX_GPU_TIMING=all"),
-                    ("stacks", "icxtrace, default + ICX_STACKS=64")):
-    v = med(name)
-    print("%-34s %8.1f %8.1f" % (label, v, v - base))
-vbase = med("v-none")
-print()
-print("ibv_post_send (one 4 KiB RDMA WRITE), null libibverbs, ns per call")
-print("%-34s %8s %8s" % ("variant", "ns/call", "added"))
-print("%-34s %8.1f %8s" % ("no preload", vbase, "-"))
-for name, label in (("v-agg", "icxtrace, aggregates (default)"),
-                    ("v-ev", "icxtrace, ICX_VERBS_EVENTS=1")):
-    v = med(name)
-    print("%-34s %8.1f %8.1f" % (label, v, v - vbase))
-nbase = med("n-none")
-print()
-print("ncclAllReduce, null libnccl + null libcudart (event records free here), ns per call")
-print("%-34s %8s %8s" % ("variant", "ns/call", "added"))
-print("%-34s %8.1f %8s" % ("no preload", nbase, "-"))
-for name, label in (("n-off", "icxtrace, ICX_GPU_TIMING=off"),
-                    ("n-def", "icxtrace, default (GPU-timed)")):
-    v = med(name)
-    print("%-34s %8.1f %8.1f" % (label, v, v - nbase))
+def table(title, base_name, variants, first=False):
+    """One benchmark's table: ns per call of each variant and what it adds to `base_name`."""
+    base = med(base_name)
+    if not first:
+        print()
+    print(title)
+    print("%-34s %8s %8s" % ("variant", "ns/call", "added"))
+    print("%-34s %8.1f %8s" % ("no preload", base, "-"))
+    for name, label in variants:
+        v = med(name)
+        print("%-34s %8.1f %8.1f" % (label, v, v - base))
+table("cudaMemcpyPeerAsync, null libcudart, ns per call (median over rounds of the median batch)",
+      "none", (("floor", "floor: 2x rdtsc + 32 B TLS record"),
+               ("off", "icxtrace, ICX_GPU_TIMING=off"),
+               ("sample", "icxtrace, default (sample <=1/ms)"),
+               ("all", "icxtrace, ICX_GPU_TIMING=all"),
+               ("stacks", "icxtrace, default + ICX_STACKS=64")), first=True)
+table("ibv_post_send (one 4 KiB RDMA WRITE), null libibverbs, ns per call", "v-none",
+      (("v-agg", "icxtrace, aggregates (default)"), ("v-ev", "icxtrace, ICX_VERBS_EVENTS=1")))
+table("ncclAllReduce, null libnccl + null libcudart (event records free here), ns per call", "n-none",
+      (("n-off", "icxtrace, ICX_GPU_TIMING=off"), ("n-def", "icxtrace, default (GPU-timed)")))
 PY
