@@ -113,6 +113,8 @@ struct icx_counters {
     uint64_t events_lost; /* dropped events: traffic counted but unexplainable */
 };
 void icx_counters_compute(const struct icx_trace *t, struct icx_counters *C);
+struct icx_counter_row *icx_counter_row_at(struct icx_counters *C, const struct icx_proc *p,
+                                           int dev, double t);
 /* The over-time figures (needs compute first, for the windows and capacities). */
 void icx_counters_over_time(const struct icx_trace *t, struct icx_counters *C);
 void icx_counters_print(FILE *out, const struct icx_counters *C);

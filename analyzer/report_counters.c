@@ -171,12 +171,8 @@ void icx_counters_compute(const struct icx_trace *t, struct icx_counters *C)
                 continue;
             for (int end = 0; end < 2; end++) {
                 int dev = end ? c->dst : c->src;
-                struct icx_counter_row *r = NULL;
-                for (size_t m = 0; m < C->n; m++)
-                    if (!C->rows[m].nic && !strcmp(C->rows[m].host, p->host ? p->host : "") &&
-                        !strcmp(C->rows[m].bus, p->dev[dev].bus))
-                        r = &C->rows[m];
-                if (!r || c->t_enter < r->t0 || c->t_enter > r->t1)
+                struct icx_counter_row *r = icx_counter_row_at(C, p, dev, c->t_enter);
+                if (!r)
                     continue;
                 r->device = dev;
                 if (r->capacity_bps <= 0)
@@ -188,6 +184,21 @@ void icx_counters_compute(const struct icx_trace *t, struct icx_counters *C)
             }
         }
     }
+}
+
+/* The NVLink counter row of process p's CUDA device `dev` whose sampled window holds t
+ * (monotonic s of that host); NULL when there is none. */
+struct icx_counter_row *icx_counter_row_at(struct icx_counters *C, const struct icx_proc *p,
+                                           int dev, double t)
+{
+    if (dev < 0 || dev >= ICX_RD_MAX_DEV || !p->dev[dev].bus[0])
+        return NULL;
+    for (size_t m = 0; m < C->n; m++) {
+        struct icx_counter_row *r = &C->rows[m];
+        if (!r->nic && !strcmp(r->host, p->host ? p->host : "") && !strcmp(r->bus, p->dev[dev].bus))
+            return t < r->t0 || t > r->t1 ? NULL : r;
+    }
+    return NULL;
 }
 
 /* Counted minus explained, 0 when within the counters' resolution. */

@@ -153,6 +153,11 @@ struct icx_nccl {
     size_t nnames;
     struct nvl *nvl; /* bytes NCCL's routing put between two GPUs of one host, when */
     size_t nnvl;
+    struct nicsum {
+        const char *host, *nic;
+        double tx, rx;
+    } *nics; /* per NIC the graph names, in order of first mention */
+    size_t nnics;
 };
 
 static int dcmp(const void *a, const void *b)
@@ -609,6 +614,27 @@ static void links(struct icx_nccl *N, const struct call *v, size_t n)
     else
         N->nedges = 0; /* cannot keep the names: drop the links rather than point at freed ones */
     free(plans);
+    /* Per NIC: the network edges leaving and entering through it. */
+    for (size_t i = 0; i < 2 * N->nedges; i++) {
+        const struct edge *e = &N->edges[i / 2];
+        const char *host = i % 2 ? e->dst_host : e->src_host, *nic = i % 2 ? e->dst_nic : e->src_nic;
+        if (!nic)
+            continue;
+        size_t k = 0;
+        while (k < N->nnics && (strcmp(N->nics[k].host, host) || strcmp(N->nics[k].nic, nic)))
+            k++;
+        if (k == N->nnics) {
+            struct nicsum *nn = realloc(N->nics, (N->nnics + 1) * sizeof(*nn));
+            if (!nn)
+                continue;
+            N->nics = nn;
+            N->nics[N->nnics++] = (struct nicsum){host, nic, 0, 0};
+        }
+        if (i % 2)
+            N->nics[k].rx += e->bytes;
+        else
+            N->nics[k].tx += e->bytes;
+    }
 }
 
 /* The NCCL calls process p was inside when its trace ended: per thread, a pending (entry) record
@@ -991,22 +1017,16 @@ void icx_nccl_explain_counters(const struct icx_nccl *N, struct icx_counters *C)
     for (size_t i = 0; N && i < N->nnvl; i++) {
         const struct nvl *x = &N->nvl[i];
         for (int end = 0; end < 2; end++) {
-            const struct icx_proc *p = end ? x->dp : x->sp;
             int dev = end ? x->dst : x->src;
-            if (dev >= ICX_RD_MAX_DEV || !p->dev[dev].bus[0])
+            struct icx_counter_row *r = icx_counter_row_at(C, end ? x->dp : x->sp, dev, x->t);
+            if (!r)
                 continue;
-            for (size_t m = 0; m < C->n; m++) {
-                struct icx_counter_row *r = &C->rows[m];
-                if (r->nic || strcmp(r->host, p->host ? p->host : "") ||
-                    strcmp(r->bus, p->dev[dev].bus) || x->t < r->t0 || x->t > r->t1)
-                    continue;
-                if (r->device < 0)
-                    r->device = dev;
-                if (end)
-                    r->rx_nccl += (uint64_t)(x->bytes + 0.5);
-                else
-                    r->tx_nccl += (uint64_t)(x->bytes + 0.5);
-            }
+            if (r->device < 0)
+                r->device = dev;
+            if (end)
+                r->rx_nccl += (uint64_t)(x->bytes + 0.5);
+            else
+                r->tx_nccl += (uint64_t)(x->bytes + 0.5);
         }
     }
 }
@@ -1106,30 +1126,12 @@ void icx_nccl_json(struct icx_json *j, const struct icx_nccl *N)
     icx_json_end(j);
     /* per NIC: what NCCL's routing put through it (network edges whose NIC the graph names) */
     icx_json_arr(j, "nics");
-    for (size_t i = 0; N && i < 2 * N->nedges; i++) {
-        const struct edge *e = &N->edges[i / 2];
-        const char *host = i % 2 ? e->dst_host : e->src_host, *nic = i % 2 ? e->dst_nic : e->src_nic;
-        int first = nic != NULL;
-        for (size_t q = 0; first && q < i; q++) { /* first mention of (host, nic) */
-            const struct edge *x = &N->edges[q / 2];
-            const char *h2 = q % 2 ? x->dst_host : x->src_host, *n2 = q % 2 ? x->dst_nic : x->src_nic;
-            first = !(n2 && !strcmp(h2, host) && !strcmp(n2, nic));
-        }
-        if (!first)
-            continue;
-        double tx = 0, rx = 0;
-        for (size_t q = 0; q < N->nedges; q++) {
-            const struct edge *x = &N->edges[q];
-            if (x->src_nic && !strcmp(x->src_host, host) && !strcmp(x->src_nic, nic))
-                tx += x->bytes;
-            if (x->dst_nic && !strcmp(x->dst_host, host) && !strcmp(x->dst_nic, nic))
-                rx += x->bytes;
-        }
+    for (size_t i = 0; N && i < N->nnics; i++) {
         icx_json_obj(j, NULL);
-        icx_json_str(j, "host", host);
-        icx_json_str(j, "nic", nic);
-        icx_json_num(j, "tx_bytes", tx);
-        icx_json_num(j, "rx_bytes", rx);
+        icx_json_str(j, "host", N->nics[i].host);
+        icx_json_str(j, "nic", N->nics[i].nic);
+        icx_json_num(j, "tx_bytes", N->nics[i].tx);
+        icx_json_num(j, "rx_bytes", N->nics[i].rx);
         icx_json_end(j);
     }
     icx_json_end(j);
@@ -1282,6 +1284,7 @@ void icx_nccl_free(struct icx_nccl *N)
     free(N->clk);
     free(N->edges);
     free(N->nvl);
+    free(N->nics);
     for (size_t i = 0; i < N->nnames; i++)
         free(N->names[i]);
     free(N->names);
