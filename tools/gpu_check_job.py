@@ -2,12 +2,13 @@
 """The real-GPU check's workload (tools/gpu-check.sh): a PyTorch job with the NCCL backend, world
 size 1 on one GPU, that runs ITERS rounds of all_reduce, broadcast and all_gather_into_tensor on
 COUNT float32 elements, checks every result, and prints one JSON line with what it issued (the
-ground truth the analysis is held to).
+ground truth the analysis is held to) and how long the loop took (loop_s, for the slowdown).
 
   python3 gpu_check_job.py ITERS COUNT"""
 import json
 import os
 import sys
+import time
 
 
 def main():
@@ -22,6 +23,14 @@ def main():
     x = torch.ones(count, dtype=torch.float32, device=dev)
     out = torch.empty(count, dtype=torch.float32, device=dev)
     bad = 0
+    # warm-up on 1 KiB tensors (another size class than the job's): NCCL's communicator is made
+    # at the first collective, and the timed loop should not include that
+    w, wout = torch.ones(256, device=dev), torch.empty(256, device=dev)
+    dist.all_reduce(w)
+    dist.broadcast(w, src=0)
+    dist.all_gather_into_tensor(wout, w)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
     for i in range(iters):
         x.fill_(float(i + 1))
         dist.all_reduce(x)  # world size 1: unchanged
@@ -29,8 +38,9 @@ def main():
         dist.all_gather_into_tensor(out, x)
         torch.cuda.synchronize()
         bad += int(not torch.all(out == float(i + 1)).item())
+    loop_s = time.perf_counter() - t0
     dist.destroy_process_group()
-    print(json.dumps({"iters": iters, "bytes": count * 4, "bad": bad,
+    print(json.dumps({"iters": iters, "bytes": count * 4, "bad": bad, "loop_s": round(loop_s, 6),
                       "torch": torch.__version__, "cuda": torch.version.cuda,
                       "nccl": ".".join(map(str, torch.cuda.nccl.version())),
                       "gpu": torch.cuda.get_device_name(0)}))

@@ -5,9 +5,17 @@ GPU (the job's calls: those in its tensors' size class), GPU times plausible (ab
 saw; exit status 0 when it all holds.
 
   gpu_check_verify.py ANALYSIS.json ITERS BYTES [OP...]   (OPs default: AllReduce Broadcast AllGather)
-  MAX_MS (environment, default 1000): the largest plausible median GPU time of one call"""
+  MAX_MS (environment, default 1000): the largest plausible median GPU time of one call
+
+With --copies, holds the analysis of one gpu_check_copies run traced with ICX_GPU_TIMING=all to the
+JSON line that run printed: every peer copy seen with its bytes and timed on the GPU at a plausible
+rate, every host copy seen, the pinned buffer found; and prints the host cost of a small async peer
+copy from the untraced and traced rounds (medians over rounds; not held to a number).
+
+  gpu_check_verify.py --copies ANALYSIS.json TRUTH.json UNTRACED.jsonl TRACED.jsonl"""
 import json
 import os
+import statistics
 import sys
 
 
@@ -47,7 +55,64 @@ def verify(doc, iters, nbytes, ops, max_ms):
     return errors
 
 
+def verify_copies(doc, truth, none, traced):
+    errors = []
+    procs = doc.get("processes", [])
+    if len(procs) != 1:
+        return ["want one process, got %d" % len(procs)]
+    p = procs[0]
+    print("devices %s; notes %s" % (p["devices"], [n["text"] for n in p["notes"]]))
+    want_ops = truth["peer_sync"] + truth["peer_async"] + truth["small_async"]
+    want_bytes = (truth["peer_sync"] + truth["peer_async"]) * truth["bytes"] + truth["small_async"] * 64
+    ops = sum(l["ops"] for l in doc["links"])
+    nbytes = sum(l["bytes"] for l in doc["links"])
+    timed = sum(l["gpu_timed_ops"] for l in doc["links"])
+    for l in doc["links"]:
+        print("link GPU%d->GPU%d %s ops %d bytes %d gpu-timed %d achieved %.1f GB/s busy %.1f GB/s" % (
+            l["src"], l["dst"], l["kind"], l["ops"], l["bytes"], l["gpu_timed_ops"],
+            (l["achieved_bytes_per_s"] or 0) / 1e9, (l["busy_bytes_per_s"] or 0) / 1e9))
+    if truth["bad"]:
+        errors.append("the workload saw %d bad copies" % truth["bad"])
+    if p["peer_copies"] != want_ops or ops != want_ops or nbytes != want_bytes:
+        errors.append("peer copies: traced %d, links %d ops %d bytes; issued %d, %d bytes" % (
+            p["peer_copies"], ops, nbytes, want_ops, want_bytes))
+    if timed != ops:
+        errors.append("%d of %d peer copies GPU-timed (ICX_GPU_TIMING=all)" % (timed, ops))
+    rates = [l["achieved_bytes_per_s"] for l in doc["links"] if l["achieved_bytes_per_s"]]
+    if not rates or not all(1e10 < r < 1e13 for r in rates):
+        errors.append("achieved rates %s B/s not in (10 GB/s, 10 TB/s)" % rates)
+    pl = doc.get("placement", [{}])[0]
+    host = sum(pl.get("host_copy_bytes_" + k, 0) for k in ("local", "remote", "unknown"))
+    want_host = truth["h2d_pinned_bytes"] + truth["d2h_pinned_bytes"] + truth["d2h_pageable_bytes"]
+    print("host copies: %d bytes (local %d, remote %d, unknown %d); pinned buffers %s; GPU NUMA node %s" % (
+        host, pl.get("host_copy_bytes_local", 0), pl.get("host_copy_bytes_remote", 0),
+        pl.get("host_copy_bytes_unknown", 0), pl.get("pinned_buffers"), pl.get("gpu_numa_node")))
+    if host != want_host:
+        errors.append("host copy bytes %d, issued %d" % (host, want_host))
+    if not any(b["bytes"] == truth["bytes"] for b in pl.get("pinned_buffers", [])):
+        errors.append("pinned buffer of %d bytes not found" % truth["bytes"])
+    if none and traced:
+        a = statistics.median(r["async_call_ns_p50"] for r in none)
+        b = statistics.median(r["async_call_ns_p50"] for r in traced)
+        print("small cudaMemcpyPeerAsync, host ns per call (median of %d rounds): untraced %.1f, "
+              "traced (ICX_GPU_TIMING=sample) %.1f, added %.1f" % (len(none), a, b, b - a))
+    return errors
+
+
+def jsonl(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
 def main():
+    if len(sys.argv) == 6 and sys.argv[1] == "--copies":
+        with open(sys.argv[2]) as f:
+            doc = json.load(f)
+        errors = verify_copies(doc, jsonl(sys.argv[3])[-1], jsonl(sys.argv[4]), jsonl(sys.argv[5]))
+        for e in errors:
+            print("FAIL:", e)
+        print("copy check:", "FAIL" if errors else "PASS")
+        return 1 if errors else 0
     if len(sys.argv) < 4:
         sys.exit(__doc__)
     with open(sys.argv[1]) as f:
