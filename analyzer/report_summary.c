@@ -85,7 +85,9 @@ void icx_summary_json(struct icx_json *j, const struct icx_trace *t)
         icx_json_int(j, "world_size", p->world_size);
         icx_json_str(j, "job_id", p->job_id);
         icx_json_str(j, "cmdline", p->cmdline);
-        icx_json_str(j, "format_version", p->version_major == 1 ? "1.x" : "?");
+        char version[24];
+        snprintf(version, sizeof(version), "%u.%u", p->version_major, p->version_minor);
+        icx_json_str(j, "format_version", version);
         icx_json_bool(j, "complete", p->ended);
         icx_json_int(j, "exit_status", p->exit_status);
         icx_json_num(j, "duration_s", p->t_last - p->t_first);

@@ -565,8 +565,37 @@ def test_slow_link_fault_visible():
         check(slow < 0.3 and normal > 0.8, "efficiency 0->1 %.2f, 1->0 %.2f" % (slow, normal))
 
 
+def golden_match(got, want, where):
+    """want's keys and values, recursively, in got (floats to 1e-9 relative; lists of equal
+    length); the first difference, or None."""
+    if isinstance(want, dict):
+        if not isinstance(got, dict):
+            return "%s: %r is not an object" % (where, got)
+        for k, v in want.items():
+            if k not in got:
+                return "%s.%s: missing" % (where, k)
+            d = golden_match(got[k], v, "%s.%s" % (where, k))
+            if d:
+                return d
+        return None
+    if isinstance(want, list):
+        if not isinstance(got, list) or len(got) != len(want):
+            return "%s: %d elements, want %d" % (where, len(got) if isinstance(got, list) else -1,
+                                                 len(want))
+        for i, (a, b) in enumerate(zip(got, want)):
+            d = golden_match(a, b, "%s[%d]" % (where, i))
+            if d:
+                return d
+        return None
+    if isinstance(want, float) and isinstance(got, (int, float)):
+        return None if abs(got - want) <= 1e-9 * abs(want) else "%s: %r, want %r" % (where, got, want)
+    return None if got == want else "%s: %r, want %r" % (where, got, want)
+
+
 def test_golden_traces():
-    """Committed traces of every format version still read to exactly what they read to before."""
+    """Committed traces of every format version (written by the tracer of that version,
+    tests/golden/make.sh) still read to exactly what they read to before: the whole analysis
+    (NAME.analysis.json, tests/golden/expect.py) and, for v1.0, the fields its first test held."""
     golden = os.path.join(ROOT, "tests", "golden")
     versions = sorted(d for d in os.listdir(golden) if os.path.isdir(os.path.join(golden, d)))
     check(versions, "no golden traces")
@@ -575,8 +604,16 @@ def test_golden_traces():
         check(traces, "format %s: no golden trace" % v)
         for name in traces:
             path = os.path.join(golden, v, name)
-            exp = json.load(open(path[:-len(".icx.zst")] + ".expected.json"))
+            base = path[:-len(".icx.zst")]
             doc, _ = analyze([path])
+            check(all(p["format_version"] == v[1:] for p in doc["processes"]),
+                  "%s: format %s" % (path, [p["format_version"] for p in doc["processes"]]))
+            check(os.path.exists(base + ".analysis.json"), "%s: no analysis" % path)
+            diff = golden_match(doc, json.load(open(base + ".analysis.json")), name)
+            check(diff is None, "%s reads differently: %s" % (path, diff))
+            if not os.path.exists(base + ".expected.json"):
+                continue
+            exp = json.load(open(base + ".expected.json"))
             p = doc["processes"][0]
             got = {"process": {k: p[k] for k in exp["process"]}, "devices": p["devices"],
                    "links": [{k: l[k] for k in e if k != "top_stack0"} | {"top_stack0": l["top_stack"][0]}
