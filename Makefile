@@ -50,13 +50,18 @@ $(BUILD)/.deps-ok: tools/install-deps.sh
 	@mkdir -p $(BUILD) && touch $@
 .PHONY: deps-ok
 
-$(O)/preload/%.o: preload/%.c $(wildcard preload/*.h) $(wildcard include/icx/*)
+$(O)/preload/%.o: preload/%.c $(wildcard preload/*.h preload/*.def) $(wildcard include/icx/*)
 	@mkdir -p $(dir $@)
 	$(CC) $(LIB_CFLAGS) -c $< -o $@
 
-$(LIBICX): $(patsubst %.c,$(O)/%.o,$(PRELOAD_SRC)) preload/exports.map
+# The version script comes from the lists of wrapped names (preload/wraps_*.def).
+$(BUILD)/exports.map: tools/gen-exports $(wildcard preload/wraps_*.def)
 	@mkdir -p $(dir $@)
-	$(CC) -shared $(SAN) -Wl,--version-script=preload/exports.map -Wl,-z,nodelete -o $@ \
+	sh tools/gen-exports $(wildcard preload/wraps_*.def) >$@
+
+$(LIBICX): $(patsubst %.c,$(O)/%.o,$(PRELOAD_SRC)) $(BUILD)/exports.map
+	@mkdir -p $(dir $@)
+	$(CC) -shared $(SAN) -Wl,--version-script=$(BUILD)/exports.map -Wl,-z,nodelete -o $@ \
 	    $(filter %.o,$^) -lzstd -lunwind -ldl -lpthread
 
 $(O)/analyzer/%.o: analyzer/%.c $(wildcard analyzer/*.h) $(wildcard include/icx/*)
@@ -211,7 +216,7 @@ $(FUZZ_BIN): tests/fuzz/fuzz_reader.c $(ANALYZER_LIB_SRC) $(wildcard analyzer/*.
 	    tests/fuzz/fuzz_reader.c $(ANALYZER_LIB_SRC) -lzstd -lm
 fuzz: $(FUZZ_BIN)
 	@mkdir -p $(BUILD)/fuzz/corpus
-	@cp tests/golden/*/*.icx.zst $(BUILD)/fuzz/corpus/
+	@for f in tests/golden/*/*.icx.zst; do cp "$$f" "$(BUILD)/fuzz/corpus/$$(basename $$(dirname $$f))-$$(basename $$f)"; done
 	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=1 \
 	    $(BUILD)/fuzz/corpus 2>&1 | tail -n 12
 

@@ -9,9 +9,15 @@
 #include <string.h>
 
 #include "cuda_int.h"
+#include "gpu.h"
+#include "hook.h"
+#include "module.h"
+#include "resolve.h"
+#include "stack.h"
+#include "static_detect.h"
+#include "tbuf.h"
 
-#define ICX_EXPORT __attribute__((visibility("default")))
-#define CUDART "libcudart.so" /* any version: matched against loaded objects */
+#define CUDART ICX_LIB_CUDART
 
 /* Not declared by cuda_runtime_api.h unless per-thread default streams are selected. */
 ICX_EXPORT cudaError_t cudaMemcpy_ptds(void *, const void *, size_t, enum cudaMemcpyKind);
@@ -56,12 +62,8 @@ ICX_REAL_DECL(CUDART, cudaError_t, cudaStreamEndCapture, (cudaStream_t, cudaGrap
 ICX_REAL_DECL(CUDART, cudaError_t, cudaStreamEndCapture_ptsz, (cudaStream_t, cudaGraph_t *));
 ICX_REAL_DECL(CUDART, cudaError_t, cudaStreamIsCapturing,
               (cudaStream_t, enum cudaStreamCaptureStatus *));
-ICX_REAL_DECL(CUDART, cudaError_t, cudaGetDevice, (int *));
-ICX_REAL_DECL(CUDART, cudaError_t, cudaStreamGetDevice, (cudaStream_t, int *));
 ICX_REAL_DECL(CUDART, cudaError_t, cudaPointerGetAttributes,
               (struct cudaPointerAttributes *, const void *));
-
-uint64_t icx_cuda_seen_devices; /* writer only */
 
 /* ---- pointer classification: copy-on-write sorted range map, lock-free to read ---- */
 
@@ -80,15 +82,8 @@ static pthread_mutex_t icx_amap_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct icx_amap *icx_amap_retired;
 static _Atomic uint64_t icx_amap_frees; /* invalidates the per-thread query cache */
 
-/* Fork child: only the forking thread exists; a lock another thread held at fork is released. */
-void icx_cuda_atfork_child(void)
-{
-    pthread_mutex_init(&icx_amap_lock, NULL);
-    icx_gpu_atfork_child();
-}
-
 /* Writer: free retired maps no reader can still hold (a lookup takes nanoseconds; 2 s is ample). */
-void icx_amap_reclaim(int final)
+static void icx_amap_reclaim(int final)
 {
     uint64_t now = icx_mono_ns();
     pthread_mutex_lock(&icx_amap_lock);
@@ -196,58 +191,6 @@ static int icx_classify(const void *ptr)
     return d;
 }
 
-/* Writer: every event record drained passes here; copies name the devices to describe. */
-void icx_cuda_drained(struct icx_frame *f, const struct icx_rec *r)
-{
-    (void)f;
-    /* A device the process allocates on, or runs a communicator on, is one it drives. */
-    if (r->type == ICX_REC_CUDA_ALLOC) {
-        const struct icx_rec_cuda_alloc *a = (const struct icx_rec_cuda_alloc *)r;
-        if ((unsigned)a->device < 64 && a->result == 0)
-            icx_cuda_seen_devices |= 1ull << a->device;
-        return;
-    }
-    if (r->type == ICX_REC_NCCL_COMM) {
-        const struct icx_rec_nccl_comm *n = (const struct icx_rec_nccl_comm *)r;
-        if ((unsigned)n->device < 64)
-            icx_cuda_seen_devices |= 1ull << n->device;
-        return;
-    }
-    if (r->type == ICX_REC_CUDA_HOST_COPY) {
-        const struct icx_rec_cuda_host_copy *h = (const struct icx_rec_cuda_host_copy *)r;
-        if ((unsigned)h->device < 64)
-            icx_cuda_seen_devices |= 1ull << h->device;
-        return;
-    }
-    if (r->type != ICX_REC_CUDA_COPY)
-        return;
-    const struct icx_rec_cuda_copy *c = (const struct icx_rec_cuda_copy *)r;
-    if ((unsigned)c->src_dev < 64)
-        icx_cuda_seen_devices |= 1ull << c->src_dev;
-    if ((unsigned)c->dst_dev < 64)
-        icx_cuda_seen_devices |= 1ull << c->dst_dev;
-}
-
-int icx_current_device(void)
-{
-    icx_real_cudaGetDevice_t g = ICX_REAL(cudaGetDevice);
-    int d = -1;
-    if (!g || g(&d) != cudaSuccess)
-        return -1;
-    return d;
-}
-
-int icx_stream_device(cudaStream_t s)
-{
-    if (s == 0 || s == cudaStreamLegacy || s == cudaStreamPerThread)
-        return icx_current_device();
-    icx_real_cudaStreamGetDevice_t g = ICX_REAL(cudaStreamGetDevice);
-    int d = -1;
-    if (g && g(s, &d) == cudaSuccess)
-        return d;
-    return icx_current_device();
-}
-
 /* ---- graph capture: a copy issued into a capturing stream does not run now ---- */
 
 /* Captures begun and not yet ended, process-wide.  Zero almost always, so the copy path pays one
@@ -277,14 +220,20 @@ static void icx_capture_ended(void)
         ;
 }
 
-/* Each pair below (plain and _ptsz) differs only in the real function it calls. */
+/* Each pair below (plain and _ptsz) differs only in the real function it calls.  A capture is
+ * counted even when it began untraced: the count only decides whether a copy asks its stream. */
 static cudaError_t icx_begin_capture(icx_real_cudaStreamBeginCapture_t real, cudaStream_t s,
                                      enum cudaStreamCaptureMode mode)
 {
+    struct icx_call c;
     if (ICX_UNLIKELY(!real))
         return cudaErrorSharedObjectSymbolNotFound;
+    if (!icx_call_begin_untimed(&c, &icx_self.guard))
+        return real(s, mode);
     cudaError_t rc = real(s, mode);
+    icx_call_returned(&c);
     icx_capture_begun(rc);
+    icx_call_end(&c);
     return rc;
 }
 
@@ -304,10 +253,15 @@ static cudaError_t icx_begin_capture_to_graph(icx_real_cudaStreamBeginCaptureToG
                                               const cudaGraphEdgeData *edges, size_t n,
                                               enum cudaStreamCaptureMode mode)
 {
+    struct icx_call c;
     if (ICX_UNLIKELY(!real))
         return cudaErrorSharedObjectSymbolNotFound;
+    if (!icx_call_begin_untimed(&c, &icx_self.guard))
+        return real(s, g, deps, edges, n, mode);
     cudaError_t rc = real(s, g, deps, edges, n, mode);
+    icx_call_returned(&c);
     icx_capture_begun(rc);
+    icx_call_end(&c);
     return rc;
 }
 
@@ -332,10 +286,15 @@ ICX_EXPORT cudaError_t cudaStreamBeginCaptureToGraph_ptsz(cudaStream_t s, cudaGr
 static cudaError_t icx_end_capture(icx_real_cudaStreamEndCapture_t real, cudaStream_t s,
                                    cudaGraph_t *g)
 {
+    struct icx_call c;
     if (ICX_UNLIKELY(!real))
         return cudaErrorSharedObjectSymbolNotFound;
+    if (!icx_call_begin_untimed(&c, &icx_self.guard))
+        return real(s, g);
     cudaError_t rc = real(s, g);
+    icx_call_returned(&c);
     icx_capture_ended(); /* a capture ends whether or not the graph came out valid */
+    icx_call_end(&c);
     return rc;
 }
 
@@ -416,25 +375,21 @@ static void icx_record_host_copy(enum icx_api api, int d2h, uint64_t t0, size_t 
     icx_commit(&slot);
 }
 
-/* Every copy wrapper reads: enter (guard, optional GPU timing, timestamp), real call, exit
- * (record), return the real result untouched.  The recording fast path calls nothing that can set
- * errno; the slow paths that can (a thread's first buffer, GPU timing, stacks) save and restore it
- * themselves. */
+/* A copy wrapper is the bracket (hook.h) plus GPU timing: after icx_call_begin, icx_copy_enter
+ * may bracket the copy with pooled events; icx_copy_exit records it and ends the call. */
 struct icx_copy_ctx {
-    uint64_t t0;
+    struct icx_call call;
     int timed;
     struct icx_gpu_req gpu;
 };
 
 static inline void icx_copy_enter(struct icx_copy_ctx *c, cudaStream_t exec_stream)
 {
-    icx_self.guard = 1;
     c->gpu.copy_id = 0;
-    c->t0 = icx_ticks();
-    c->timed = ICX_UNLIKELY(c->t0 >= icx_self.next_gpu_tick) && icx_gpu_sample_due(c->t0) &&
-               icx_gpu_begin(&c->gpu, exec_stream);
+    c->timed = ICX_UNLIKELY(c->call.t0 >= icx_self.next_gpu_tick) &&
+               icx_gpu_sample_due(c->call.t0) && icx_gpu_begin(&c->gpu, exec_stream);
     if (c->timed)
-        c->t0 = icx_ticks(); /* the host call starts after our event record */
+        c->call.t0 = icx_ticks(); /* the host call starts after our event record */
 }
 
 static inline __attribute__((always_inline)) void
@@ -442,27 +397,28 @@ icx_copy_exit(struct icx_copy_ctx *c, enum icx_api api, cudaError_t rc, size_t b
               cudaStream_t user_stream, cudaStream_t exec_stream, int src, int dst)
 {
     uint64_t t1 = icx_ticks();
+    icx_call_returned(&c->call);
     if (c->timed)
         icx_gpu_end(&c->gpu, exec_stream, rc);
     uint32_t flags = 0;
     if (ICX_UNLIKELY(atomic_load_explicit(&icx_captures_active, memory_order_relaxed)) &&
         icx_stream_capturing(exec_stream))
         flags |= ICX_EVF_CAPTURED;
-    icx_record_copy(api, flags, c->t0, t1, bytes, user_stream, src, dst, rc, c->gpu.copy_id);
+    icx_record_copy(api, flags, c->call.t0, t1, bytes, user_stream, src, dst, rc, c->gpu.copy_id);
     if (ICX_UNLIKELY(icx_cfg.stack_sample) && icx_stack_due())
         icx_stack_capture();
-    icx_self.guard = 0;
+    icx_call_end(&c->call);
 }
 
 ICX_EXPORT cudaError_t cudaMemcpyPeerAsync(void *dst, int dstDevice, const void *src, int srcDevice,
                                            size_t count, cudaStream_t stream)
 {
     icx_real_cudaMemcpyPeerAsync_t real = ICX_REAL(cudaMemcpyPeerAsync);
+    struct icx_copy_ctx c;
     if (ICX_UNLIKELY(!real))
         return cudaErrorSharedObjectSymbolNotFound;
-    if (!icx_hooks_on())
+    if (!icx_call_begin(&c.call, &icx_self.guard))
         return real(dst, dstDevice, src, srcDevice, count, stream);
-    struct icx_copy_ctx c;
     icx_copy_enter(&c, stream);
     cudaError_t rc = real(dst, dstDevice, src, srcDevice, count, stream);
     icx_copy_exit(&c, ICX_API_cudaMemcpyPeerAsync, rc, count, stream, stream, srcDevice, dstDevice);
@@ -473,11 +429,11 @@ ICX_EXPORT cudaError_t cudaMemcpyPeer(void *dst, int dstDevice, const void *src,
                                       size_t count)
 {
     icx_real_cudaMemcpyPeer_t real = ICX_REAL(cudaMemcpyPeer);
+    struct icx_copy_ctx c;
     if (ICX_UNLIKELY(!real))
         return cudaErrorSharedObjectSymbolNotFound;
-    if (!icx_hooks_on())
+    if (!icx_call_begin(&c.call, &icx_self.guard))
         return real(dst, dstDevice, src, srcDevice, count);
-    struct icx_copy_ctx c;
     icx_copy_enter(&c, 0);
     cudaError_t rc = real(dst, dstDevice, src, srcDevice, count);
     icx_copy_exit(&c, ICX_API_cudaMemcpyPeer, rc, count, 0, 0, srcDevice, dstDevice);
@@ -514,33 +470,44 @@ static inline enum icx_copy_class icx_copy_classify(const void *dst, const void 
     }
 }
 
-/* Shared by cudaMemcpy and cudaMemcpy_ptds, which differ in the stream a sync copy runs on. */
+/* The end of a copy that is not a peer copy: recorded when one end is host memory (for NUMA
+ * attribution), not at all within one device; then the bracket ends. */
+static inline void icx_host_copy_end(struct icx_call *c, enum icx_copy_class cls, enum icx_api api,
+                                     size_t count, cudaStream_t stream, const void *dst,
+                                     const void *src, int sdev, int ddev, cudaError_t rc)
+{
+    if (cls != ICX_COPY_OTHER) {
+        int d2h = cls == ICX_COPY_D2H;
+        icx_record_host_copy(api, d2h, c->t0, count, stream, d2h ? dst : src, d2h ? sdev : ddev,
+                             rc);
+    }
+    icx_call_end(c);
+}
+
+/* Shared by cudaMemcpy and cudaMemcpy_ptds, which differ in the stream a sync copy runs on.  The
+ * pointers are classified inside the bracket (a lookup may ask the runtime); the host time starts
+ * after that. */
 static inline cudaError_t icx_memcpy(icx_real_cudaMemcpy_t real, enum icx_api api,
                                      cudaStream_t exec_stream, void *dst, const void *src,
                                      size_t count, enum cudaMemcpyKind kind)
 {
-    int sdev, ddev;
+    struct icx_copy_ctx c;
+    int sdev = -1, ddev = -1;
     if (ICX_UNLIKELY(!real))
         return cudaErrorSharedObjectSymbolNotFound;
-    if (!icx_hooks_on())
+    if (!icx_call_begin(&c.call, &icx_self.guard))
         return real(dst, src, count, kind);
     enum icx_copy_class cls = icx_copy_classify(dst, src, kind, &sdev, &ddev);
-    if (cls == ICX_COPY_OTHER)
-        return real(dst, src, count, kind);
-    if (cls != ICX_COPY_PEER) {
-        icx_self.guard = 1;
-        uint64_t t0 = icx_ticks();
+    c.call.t0 = icx_ticks();
+    if (cls == ICX_COPY_PEER) {
+        icx_copy_enter(&c, exec_stream);
         cudaError_t rc = real(dst, src, count, kind);
-        int d2h = cls == ICX_COPY_D2H;
-        icx_record_host_copy(api, d2h, t0, count, exec_stream, d2h ? dst : src, d2h ? sdev : ddev,
-                             rc);
-        icx_self.guard = 0;
+        icx_copy_exit(&c, api, rc, count, 0, exec_stream, sdev, ddev);
         return rc;
     }
-    struct icx_copy_ctx c;
-    icx_copy_enter(&c, exec_stream);
     cudaError_t rc = real(dst, src, count, kind);
-    icx_copy_exit(&c, api, rc, count, 0, exec_stream, sdev, ddev);
+    icx_call_returned(&c.call);
+    icx_host_copy_end(&c.call, cls, api, count, exec_stream, dst, src, sdev, ddev, rc);
     return rc;
 }
 
@@ -562,28 +529,24 @@ static inline cudaError_t icx_memcpy_async(icx_real_cudaMemcpyAsync_t real, enum
                                            int ptsz, void *dst, const void *src, size_t count,
                                            enum cudaMemcpyKind kind, cudaStream_t stream)
 {
-    int sdev, ddev;
+    struct icx_copy_ctx c;
+    int sdev = -1, ddev = -1;
     if (ICX_UNLIKELY(!real))
         return cudaErrorSharedObjectSymbolNotFound;
-    if (!icx_hooks_on())
+    if (!icx_call_begin(&c.call, &icx_self.guard))
         return real(dst, src, count, kind, stream);
     enum icx_copy_class cls = icx_copy_classify(dst, src, kind, &sdev, &ddev);
-    if (cls == ICX_COPY_OTHER)
-        return real(dst, src, count, kind, stream);
-    if (cls != ICX_COPY_PEER) {
-        icx_self.guard = 1;
-        uint64_t t0 = icx_ticks();
+    c.call.t0 = icx_ticks();
+    if (cls == ICX_COPY_PEER) {
+        cudaStream_t exec = (ptsz && stream == 0) ? cudaStreamPerThread : stream;
+        icx_copy_enter(&c, exec);
         cudaError_t rc = real(dst, src, count, kind, stream);
-        int d2h = cls == ICX_COPY_D2H;
-        icx_record_host_copy(api, d2h, t0, count, stream, d2h ? dst : src, d2h ? sdev : ddev, rc);
-        icx_self.guard = 0;
+        icx_copy_exit(&c, api, rc, count, stream, exec, sdev, ddev);
         return rc;
     }
-    cudaStream_t exec = (ptsz && stream == 0) ? cudaStreamPerThread : stream;
-    struct icx_copy_ctx c;
-    icx_copy_enter(&c, exec);
     cudaError_t rc = real(dst, src, count, kind, stream);
-    icx_copy_exit(&c, api, rc, count, stream, exec, sdev, ddev);
+    icx_call_returned(&c.call);
+    icx_host_copy_end(&c.call, cls, api, count, stream, dst, src, sdev, ddev, rc);
     return rc;
 }
 
@@ -625,48 +588,45 @@ static void icx_free_done(enum icx_api api, uint64_t t0, cudaError_t rc, void *d
 ICX_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
 {
     icx_real_cudaMalloc_t real = ICX_REAL(cudaMalloc);
+    struct icx_call c;
     if (ICX_UNLIKELY(!real))
         return cudaErrorSharedObjectSymbolNotFound;
-    if (!icx_hooks_on())
+    if (!icx_call_begin(&c, &icx_self.guard))
         return real(devPtr, size);
-    struct icx_call c;
-    icx_call_enter(&c);
     cudaError_t rc = real(devPtr, size);
     icx_call_returned(&c);
     icx_alloc_done(ICX_API_cudaMalloc, c.t0, rc, devPtr, size, icx_current_device());
-    icx_call_exit(&c);
+    icx_call_end(&c);
     return rc;
 }
 
 ICX_EXPORT cudaError_t cudaFree(void *devPtr)
 {
     icx_real_cudaFree_t real = ICX_REAL(cudaFree);
+    struct icx_call c;
     if (ICX_UNLIKELY(!real))
         return cudaErrorSharedObjectSymbolNotFound;
-    if (!icx_hooks_on() || !devPtr)
+    if (!devPtr || !icx_call_begin(&c, &icx_self.guard))
         return real(devPtr);
-    struct icx_call c;
-    icx_call_enter(&c);
     cudaError_t rc = real(devPtr);
     icx_call_returned(&c);
     icx_free_done(ICX_API_cudaFree, c.t0, rc, devPtr);
-    icx_call_exit(&c);
+    icx_call_end(&c);
     return rc;
 }
 
 static inline cudaError_t icx_malloc_async(icx_real_cudaMallocAsync_t real, enum icx_api api,
                                            void **devPtr, size_t size, cudaStream_t stream)
 {
+    struct icx_call c;
     if (ICX_UNLIKELY(!real))
         return cudaErrorSharedObjectSymbolNotFound;
-    if (!icx_hooks_on())
+    if (!icx_call_begin(&c, &icx_self.guard))
         return real(devPtr, size, stream);
-    struct icx_call c;
-    icx_call_enter(&c);
     cudaError_t rc = real(devPtr, size, stream);
     icx_call_returned(&c);
     icx_alloc_done(api, c.t0, rc, devPtr, size, icx_stream_device(stream));
-    icx_call_exit(&c);
+    icx_call_end(&c);
     return rc;
 }
 
@@ -685,16 +645,15 @@ ICX_EXPORT cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStre
 static inline cudaError_t icx_free_async(icx_real_cudaFreeAsync_t real, enum icx_api api,
                                          void *devPtr, cudaStream_t stream)
 {
+    struct icx_call c;
     if (ICX_UNLIKELY(!real))
         return cudaErrorSharedObjectSymbolNotFound;
-    if (!icx_hooks_on() || !devPtr)
+    if (!devPtr || !icx_call_begin(&c, &icx_self.guard))
         return real(devPtr, stream);
-    struct icx_call c;
-    icx_call_enter(&c);
     cudaError_t rc = real(devPtr, stream);
     icx_call_returned(&c);
     icx_free_done(api, c.t0, rc, devPtr);
-    icx_call_exit(&c);
+    icx_call_end(&c);
     return rc;
 }
 
@@ -707,3 +666,42 @@ ICX_EXPORT cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t stream)
 {
     return icx_free_async(ICX_REAL(cudaFreeAsync_ptsz), ICX_API_cudaFreeAsync_ptsz, devPtr, stream);
 }
+
+/* ---- the module ---- */
+
+/* Writer: the static-runtime check once (the job's libraries are loaded by the first flush), and
+ * retired pointer maps freed. */
+static void icx_cuda_tick(struct icx_frame *f, enum icx_tick_kind kind)
+{
+    static int checked_static;
+    (void)f;
+    if (!checked_static) {
+        checked_static = 1;
+        icx_cuda_detect_static();
+    }
+    icx_amap_reclaim(kind != ICX_TICK_PERIODIC);
+}
+
+static void icx_cuda_fork_prepare(void)
+{
+    pthread_mutex_lock(&icx_amap_lock);
+}
+
+static void icx_cuda_fork_parent(void)
+{
+    pthread_mutex_unlock(&icx_amap_lock);
+}
+
+/* The child's allocations are the parent's (same addresses): the map stays. */
+static void icx_cuda_fork_child(void)
+{
+    pthread_mutex_init(&icx_amap_lock, NULL);
+}
+
+const struct icx_module icx_mod_cuda = {
+    .name = "cuda",
+    .tick = icx_cuda_tick,
+    .fork_prepare = icx_cuda_fork_prepare,
+    .fork_parent = icx_cuda_fork_parent,
+    .fork_child = icx_cuda_fork_child,
+};

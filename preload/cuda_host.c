@@ -2,10 +2,14 @@
  * Where pinned buffers live decides how fast host<->device copies go, so each records the NUMA
  * node of a sample of the buffer's pages (see placement.c). */
 #include <cuda_runtime_api.h>
-#include "cuda_int.h"
 
-#define ICX_EXPORT __attribute__((visibility("default")))
-#define CUDART "libcudart.so" /* any version: matched against loaded objects */
+#include "cuda_int.h"
+#include "hook.h"
+#include "placement.h"
+#include "resolve.h"
+#include "tbuf.h"
+
+#define CUDART ICX_LIB_CUDART
 
 ICX_REAL_DECL(CUDART, cudaError_t, cudaHostAlloc, (void **, size_t, unsigned));
 ICX_REAL_DECL(CUDART, cudaError_t, cudaMallocHost, (void **, size_t));
@@ -27,67 +31,66 @@ static void icx_host_event(enum icx_record_type type, enum icx_api api, uint64_t
     }
 }
 
-/* Shared by the three ways of getting pinned memory: their real calls differ, the rest does not. */
-static cudaError_t icx_pinned_done(struct icx_call *c, enum icx_api api, cudaError_t rc,
-                                   const void *ptr, size_t size)
-{
-    icx_call_returned(c);
-    icx_host_event(ICX_REC_HOST_ALLOC, api, c->t0, rc == cudaSuccess ? ptr : NULL, size, rc);
-    icx_call_exit(c);
-    return rc;
-}
-
 ICX_EXPORT cudaError_t cudaHostAlloc(void **p, size_t size, unsigned flags)
 {
     icx_real_cudaHostAlloc_t real = ICX_REAL(cudaHostAlloc);
+    struct icx_call c;
     if (ICX_UNLIKELY(!real))
         return cudaErrorSharedObjectSymbolNotFound;
-    if (!icx_hooks_on())
+    if (!icx_call_begin(&c, &icx_self.guard))
         return real(p, size, flags);
-    struct icx_call c;
-    icx_call_enter(&c);
     cudaError_t rc = real(p, size, flags);
-    return icx_pinned_done(&c, ICX_API_cudaHostAlloc, rc, p ? *p : NULL, size);
+    icx_call_returned(&c);
+    icx_host_event(ICX_REC_HOST_ALLOC, ICX_API_cudaHostAlloc, c.t0,
+                   rc == cudaSuccess && p ? *p : NULL, size, rc);
+    icx_call_end(&c);
+    return rc;
 }
 
 ICX_EXPORT cudaError_t cudaMallocHost(void **p, size_t size)
 {
     icx_real_cudaMallocHost_t real = ICX_REAL(cudaMallocHost);
+    struct icx_call c;
     if (ICX_UNLIKELY(!real))
         return cudaErrorSharedObjectSymbolNotFound;
-    if (!icx_hooks_on())
+    if (!icx_call_begin(&c, &icx_self.guard))
         return real(p, size);
-    struct icx_call c;
-    icx_call_enter(&c);
     cudaError_t rc = real(p, size);
-    return icx_pinned_done(&c, ICX_API_cudaMallocHost, rc, p ? *p : NULL, size);
+    icx_call_returned(&c);
+    icx_host_event(ICX_REC_HOST_ALLOC, ICX_API_cudaMallocHost, c.t0,
+                   rc == cudaSuccess && p ? *p : NULL, size, rc);
+    icx_call_end(&c);
+    return rc;
 }
 
 ICX_EXPORT cudaError_t cudaHostRegister(void *p, size_t size, unsigned flags)
 {
     icx_real_cudaHostRegister_t real = ICX_REAL(cudaHostRegister);
+    struct icx_call c;
     if (ICX_UNLIKELY(!real))
         return cudaErrorSharedObjectSymbolNotFound;
-    if (!icx_hooks_on())
+    if (!icx_call_begin(&c, &icx_self.guard))
         return real(p, size, flags);
-    struct icx_call c;
-    icx_call_enter(&c);
     cudaError_t rc = real(p, size, flags);
-    return icx_pinned_done(&c, ICX_API_cudaHostRegister, rc, p, size);
+    icx_call_returned(&c);
+    icx_host_event(ICX_REC_HOST_ALLOC, ICX_API_cudaHostRegister, c.t0, rc == cudaSuccess ? p : NULL,
+                   size, rc);
+    icx_call_end(&c);
+    return rc;
 }
 
+/* cudaFreeHost and cudaHostUnregister differ only in the real function they call. */
 static cudaError_t icx_host_release(icx_real_cudaFreeHost_t real, enum icx_api api, void *p)
 {
+    struct icx_call c;
     if (ICX_UNLIKELY(!real))
         return cudaErrorSharedObjectSymbolNotFound;
-    if (!icx_hooks_on() || !p)
+    if (!p || !icx_call_begin(&c, &icx_self.guard))
         return real(p);
-    struct icx_call c;
-    icx_call_enter(&c);
     cudaError_t rc = real(p);
     icx_call_returned(&c);
     icx_host_event(ICX_REC_HOST_FREE, api, c.t0, p, 0, rc);
-    icx_call_exit(&c);
+    icx_call_end(&c);
     return rc;
 }
 

@@ -10,9 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda_int.h"
+#include "frame.h"
+#include "gpu.h"
+#include "module.h"
+#include "resolve.h"
+#include "tbuf.h"
 
-#define CUDART "libcudart.so" /* any version: matched against loaded objects */
+#define CUDART ICX_LIB_CUDART
 #define ICX_MAX_DEV 64
 #define ICX_POOL_MAX 1024
 
@@ -28,7 +32,30 @@ ICX_REAL_DECL(CUDART, cudaError_t, cudaThreadExchangeStreamCaptureMode,
 ICX_REAL_DECL(CUDART, cudaError_t, cudaSetDevice, (int));
 ICX_REAL_DECL(CUDART, cudaError_t, cudaStreamCreateWithFlags, (cudaStream_t *, unsigned));
 
+ICX_REAL_DECL(CUDART, cudaError_t, cudaGetDevice, (int *));
+ICX_REAL_DECL(CUDART, cudaError_t, cudaStreamGetDevice, (cudaStream_t, int *));
+
 static _Atomic uint32_t icx_next_copy_id = 1;
+
+int icx_current_device(void)
+{
+    icx_real_cudaGetDevice_t g = ICX_REAL(cudaGetDevice);
+    int d = -1;
+    if (!g || g(&d) != cudaSuccess)
+        return -1;
+    return d;
+}
+
+int icx_stream_device(cudaStream_t s)
+{
+    if (s == 0 || s == cudaStreamLegacy || s == cudaStreamPerThread)
+        return icx_current_device();
+    icx_real_cudaStreamGetDevice_t g = ICX_REAL(cudaStreamGetDevice);
+    int d = -1;
+    if (g && g(s, &d) == cudaSuccess)
+        return d;
+    return icx_current_device();
+}
 
 int icx_gpu_sample_due(uint64_t now)
 {
@@ -43,12 +70,6 @@ int icx_gpu_sample_due(uint64_t now)
     }
 }
 
-unsigned icx_stack_rearm(int *want)
-{
-    *want = icx_cfg.stack_sample != 0;
-    return icx_cfg.stack_sample ? icx_cfg.stack_sample - 1 : UINT_MAX;
-}
-
 /* ---- event pool, per device (taken only on the sampled path) ---- */
 struct icx_pool {
     pthread_mutex_t lock;
@@ -56,21 +77,11 @@ struct icx_pool {
     cudaEvent_t ev[ICX_POOL_MAX];
 };
 static struct icx_pool icx_pools[ICX_MAX_DEV];
-static pthread_once_t icx_pools_once = PTHREAD_ONCE_INIT;
 
-static void icx_pools_init(void)
+static void icx_gpu_init(void)
 {
     for (int i = 0; i < ICX_MAX_DEV; i++)
         pthread_mutex_init(&icx_pools[i].lock, NULL);
-}
-
-void icx_gpu_atfork_child(void)
-{
-    /* The parent's pooled events belong to the parent's CUDA context: the child starts empty. */
-    for (int i = 0; i < ICX_MAX_DEV; i++) {
-        pthread_mutex_init(&icx_pools[i].lock, NULL);
-        icx_pools[i].n = 0;
-    }
 }
 
 static void icx_pool_put(int dev, cudaEvent_t a, cudaEvent_t b)
@@ -136,7 +147,6 @@ static int icx_gpu_begin_inner(struct icx_gpu_req *g, cudaStream_t stream)
                         "(NCCL and the job link cudart statically?)");
         return 0;
     }
-    pthread_once(&icx_pools_once, icx_pools_init);
     enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
     if (capturing(stream, &st) != cudaSuccess || st != cudaStreamCaptureStatusNone) {
         icx_count_lost(ICX_LOST_gpu_timing_capture);
@@ -224,10 +234,10 @@ struct icx_anchor {
 };
 static struct icx_anchor icx_anchors[ICX_MAX_DEV];
 static int icx_writer_cuda_ready;
-static uint64_t icx_described;
 
-void icx_gpu_pending(const struct icx_rec *r)
+static void icx_gpu_pending(struct icx_frame *f, const struct icx_rec *r)
 {
+    (void)f;
     const struct icx_ring_gpu_pending *p = (const struct icx_ring_gpu_pending *)r;
     if (icx_pend_n == icx_pend_cap) {
         size_t ncap = icx_pend_cap ? icx_pend_cap * 2 : 256;
@@ -362,28 +372,51 @@ static void icx_write_unfinished(struct icx_frame *f)
     icx_pend_n = 0; /* the events stay with the device: it may still be using them */
 }
 
-void icx_cuda_writer_tick(struct icx_frame *f, int final)
+static void icx_gpu_tick(struct icx_frame *f, enum icx_tick_kind kind)
 {
-    static int checked_static;
-    if (!checked_static) {
-        checked_static = 1;
-        icx_cuda_detect_static();
-    }
-    uint64_t seen = icx_cuda_seen_devices;
-    if (seen & ~icx_described) {
-        icx_topo_describe(f, seen & ~icx_described);
-        icx_described |= seen;
-    }
     if (icx_pend_n && icx_writer_cuda_init()) {
         icx_poll_pending(f);
-        /* At exit, give copies still in flight a moment to land (bounded). */
-        for (int i = 0; final == 1 && icx_pend_n && i < 50; i++) {
+        /* At exit, give work still in flight a moment to land (bounded). */
+        for (int i = 0; kind == ICX_TICK_EXIT && icx_pend_n && i < 50; i++) {
             struct timespec ts = {0, 10000000};
             nanosleep(&ts, NULL);
             icx_poll_pending(f);
         }
     }
-    if (final && icx_pend_n)
+    if (kind != ICX_TICK_PERIODIC && icx_pend_n)
         icx_write_unfinished(f);
-    icx_amap_reclaim(final);
 }
+
+static void icx_gpu_fork_prepare(void)
+{
+    for (int i = 0; i < ICX_MAX_DEV; i++)
+        pthread_mutex_lock(&icx_pools[i].lock);
+}
+
+static void icx_gpu_fork_parent(void)
+{
+    for (int i = ICX_MAX_DEV - 1; i >= 0; i--)
+        pthread_mutex_unlock(&icx_pools[i].lock);
+}
+
+/* The parent's pooled events and pending spans belong to the parent's CUDA context and stream:
+ * the child starts empty. */
+static void icx_gpu_fork_child(void)
+{
+    for (int i = 0; i < ICX_MAX_DEV; i++) {
+        pthread_mutex_init(&icx_pools[i].lock, NULL);
+        icx_pools[i].n = 0;
+    }
+    icx_pend_n = 0;
+}
+
+const struct icx_module icx_mod_gpu = {
+    .name = "gpu",
+    .init = icx_gpu_init,
+    .ring_type = ICX_RING_GPU_PENDING,
+    .ring_record = icx_gpu_pending,
+    .tick = icx_gpu_tick,
+    .fork_prepare = icx_gpu_fork_prepare,
+    .fork_parent = icx_gpu_fork_parent,
+    .fork_child = icx_gpu_fork_child,
+};

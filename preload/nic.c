@@ -7,7 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "icx.h"
+#include "frame.h"
+#include "nic.h"
+#include "runtime.h"
+#include "sysfs.h"
 
 #define ICX_MAX_NICS 64
 
@@ -19,12 +22,6 @@ struct icx_nic {
 static struct icx_nic icx_nics[ICX_MAX_NICS];
 static int icx_nnics = -1;
 
-static const char *icx_root(void)
-{
-    const char *r = getenv("ICX_SYSFS_ROOT");
-    return r ? r : "";
-}
-
 /* The device's path inside /sys/devices ("pci0000:00/0000:00:01.0/.../0000:18:00.0"). */
 static int icx_pci_path_of(const char *link, char *out, size_t len)
 {
@@ -32,7 +29,7 @@ static int icx_pci_path_of(const char *link, char *out, size_t len)
     if (!realpath(link, real))
         return -1;
     /* The root itself may be a path with links: compare against its real path. */
-    if (icx_root()[0] && !realpath(icx_root(), rr))
+    if (icx_sysfs_root()[0] && !realpath(icx_sysfs_root(), rr))
         return -1;
     size_t lr = strlen(rr);
     static const char devices[] = "/sys/devices/";
@@ -46,7 +43,7 @@ static void icx_nics_load(struct icx_frame *f)
 {
     icx_nnics = 0;
     char dir[PATH_MAX];
-    snprintf(dir, sizeof(dir), "%s/sys/class/infiniband", icx_root());
+    snprintf(dir, sizeof(dir), "%s/sys/class/infiniband", icx_sysfs_root());
     struct dirent **list = NULL;
     int count = scandir(dir, &list, NULL, alphasort); /* sorted: mlx5_0, mlx5_1, ... */
     if (count < 0) {
@@ -69,7 +66,7 @@ static void icx_nics_load(struct icx_frame *f)
         snprintf(n->bus, sizeof(n->bus), "%s", slash ? slash + 1 : n->path);
         snprintf(rel, sizeof(rel), "/sys/class/infiniband/%s/device/numa_node", e->d_name);
         n->numa = icx_sysfs_read_path(rel, val, sizeof(val)) == 0 ? atoi(val) : -1;
-        uint32_t s_name = icx_intern(n->name), s_bus = icx_intern(n->bus); /* defined before use */
+        uint32_t s_name = icx_intern(f, n->name), s_bus = icx_intern(f, n->bus); /* defined before use */
         struct icx_rec_nic *r = icx_frame_put(f, ICX_REC_NIC, (uint32_t)icx_nnics, sizeof(*r));
         if (r) {
             r->name = s_name;
@@ -124,7 +121,6 @@ static enum icx_pci_path icx_classify_path(const char *a, const char *b, int num
     return (na - k) + (nb - k) <= 2 ? ICX_PATH_PIX : ICX_PATH_PXB;
 }
 
-/* Writer: PCI_PATH records for GPU `dev` (PCI bus id `bus`, NUMA node `numa`) and every NIC. */
 void icx_nic_paths(struct icx_frame *f, int dev, const char *bus, int numa)
 {
     if (icx_nnics < 0)
@@ -132,7 +128,7 @@ void icx_nic_paths(struct icx_frame *f, int dev, const char *bus, int numa)
     if (!icx_nnics || !bus[0])
         return;
     char link[PATH_MAX], path[PATH_MAX];
-    snprintf(link, sizeof(link), "%s/sys/bus/pci/devices/%s", icx_root(), bus);
+    snprintf(link, sizeof(link), "%s/sys/bus/pci/devices/%s", icx_sysfs_root(), bus);
     if (icx_pci_path_of(link, path, sizeof(path)) != 0)
         return;
     for (int i = 0; i < icx_nnics; i++) {
@@ -157,7 +153,6 @@ static int icx_read_u64(const char *nic, const char *counter, uint64_t *out)
     return 0;
 }
 
-/* Writer: one IB_COUNTERS record per NIC port that has counters. */
 void icx_nic_sample(struct icx_frame *f, uint64_t now)
 {
     if (icx_nnics < 0)
@@ -179,4 +174,9 @@ void icx_nic_sample(struct icx_frame *f, uint64_t now)
             r->xmit_discards = discards;
         }
     }
+}
+
+void icx_nic_reset(void)
+{
+    icx_nnics = -1;
 }

@@ -13,7 +13,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "icx.h"
+#include "frame.h"
+#include "module.h"
+#include "placement.h"
+#include "runtime.h"
+#include "sysfs.h"
 
 #define ICX_MAX_CPUS 4096
 #define ICX_MAX_NODES 64
@@ -50,22 +54,6 @@ static void icx_set_node(int cpu, void *ctx)
     icx_cpu_node[cpu] = (int16_t)(intptr_t)ctx;
 }
 
-int icx_sysfs_read_path(const char *rel, char *out, size_t outlen)
-{
-    const char *root = getenv("ICX_SYSFS_ROOT");
-    char path[512];
-    snprintf(path, sizeof(path), "%s%s", root ? root : "", rel);
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return -1;
-    char *ok = fgets(out, (int)outlen, f);
-    fclose(f);
-    if (!ok)
-        return -1;
-    out[strcspn(out, "\n")] = 0;
-    return 0;
-}
-
 /* NUMA nodes and their CPUs, once: NUMA_NODE records and the CPU -> node table. */
 static void icx_load_nodes(struct icx_frame *f)
 {
@@ -78,7 +66,7 @@ static void icx_load_nodes(struct icx_frame *f)
         if (icx_sysfs_read_path(rel, cpus, sizeof(cpus)) != 0)
             continue;
         icx_cpulist_each(cpus, icx_set_node, (void *)(intptr_t)n);
-        uint32_t id = icx_intern(cpus);
+        uint32_t id = icx_intern(f, cpus);
         struct icx_rec_numa_node *r = icx_frame_put(f, ICX_REC_NUMA_NODE, (uint32_t)n, sizeof(*r));
         if (r)
             r->cpus = id;
@@ -152,7 +140,7 @@ static void icx_affinity(struct icx_frame *f, int tid)
             o += (size_t)snprintf(list + o, sizeof(list) - o, "-%d", e);
         c = e;
     }
-    uint32_t id = icx_intern(list);
+    uint32_t id = icx_intern(f, list);
     size_t i;
     for (i = 0; i < icx_naffs; i++)
         if (icx_affs[i].tid == tid)
@@ -182,8 +170,9 @@ static void icx_affinity(struct icx_frame *f, int tid)
 }
 
 /* Writer, every flush: one CPU_SAMPLES record for all threads but the writer itself. */
-void icx_placement_tick(struct icx_frame *f)
+static void icx_placement_tick(struct icx_frame *f, enum icx_tick_kind kind)
 {
+    (void)kind;
     if (!icx_nodes_loaded)
         icx_load_nodes(f);
     DIR *d = opendir("/proc/self/task");
@@ -252,3 +241,16 @@ int icx_placement_host_buffer(struct icx_rec_host_numa *r, uint64_t ptr, uint64_
     r->node_mask = mask;
     return 0;
 }
+
+/* A traced child's stream names the nodes and affinities again. */
+static void icx_placement_fork_child(void)
+{
+    icx_nodes_loaded = 0;
+    icx_naffs = 0;
+}
+
+const struct icx_module icx_mod_placement = {
+    .name = "placement",
+    .tick = icx_placement_tick,
+    .fork_child = icx_placement_fork_child,
+};

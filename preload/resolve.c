@@ -7,12 +7,12 @@
  * linked in statically, no libcudart.so) must not pay two symbol-table walks on every call that
  * asks -- measured at ~900 ns per NCCL call.  Races are benign: every thread stores the same
  * pointer. */
-#include <time.h>
 #include <dlfcn.h>
 #include <link.h>
 #include <string.h>
 
-#include "icx.h"
+#include "dlreal.h"
+#include "resolve.h"
 
 struct icx_find {
     const char *base;

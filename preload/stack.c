@@ -11,7 +11,10 @@
 #include <string.h>
 
 #include "elfsym.h"
-#include "icx.h"
+#include "frame.h"
+#include "module.h"
+#include "stack.h"
+#include "tbuf.h"
 
 #define ICX_STACK_DEPTH 32
 
@@ -82,7 +85,7 @@ static int icx_stacks_grow(void)
     return 0;
 }
 
-void icx_stack_intern(struct icx_frame *f, const struct icx_rec *raw)
+static void icx_stack_intern(struct icx_frame *f, const struct icx_rec *raw)
 {
     const uint64_t *pc = (const uint64_t *)(raw + 1);
     uint32_t depth = raw->aux;
@@ -142,14 +145,14 @@ static uintptr_t icx_main_base(void)
 }
 
 /* Symbol tables of the modules stacks pass through, loaded on first use at the end of the trace. */
-struct icx_module_syms {
+struct icx_object_syms {
     uintptr_t base;
     int loaded;
     struct icx_elf_syms syms;
 };
 
 /* The .symtab function holding pc in the module dladdr found, and pc's offset into it. */
-static const struct icx_elf_func *icx_static_symbol(struct icx_module_syms *mods, size_t *nmods,
+static const struct icx_elf_func *icx_static_symbol(struct icx_object_syms *mods, size_t *nmods,
                                                     const Dl_info *di, uint64_t pc,
                                                     uint64_t *offset)
 {
@@ -178,7 +181,7 @@ static const struct icx_elf_func *icx_static_symbol(struct icx_module_syms *mods
     return fn;
 }
 
-void icx_stack_symbolize(struct icx_frame *f)
+static void icx_stack_symbolize(struct icx_frame *f)
 {
     size_t total = 0;
     for (size_t i = 0; i < icx_stacks_cap; i++)
@@ -186,7 +189,7 @@ void icx_stack_symbolize(struct icx_frame *f)
     if (!total)
         return;
     uint64_t *all = malloc(total * sizeof(*all));
-    struct icx_module_syms *mods = calloc(64, sizeof(*mods));
+    struct icx_object_syms *mods = calloc(64, sizeof(*mods));
     size_t nmods = 0;
     if (!all || !mods) {
         free(all);
@@ -225,7 +228,7 @@ void icx_stack_symbolize(struct icx_frame *f)
         } else {
             snprintf(text, sizeof(text), "0x%llx", (unsigned long long)all[i]);
         }
-        uint32_t id = icx_intern(text);
+        uint32_t id = icx_intern(f, text);
         struct icx_rec_symbol *s = icx_frame_put(f, ICX_REC_SYMBOL, 0, sizeof(*s));
         if (s) {
             s->addr = all[i];
@@ -237,3 +240,28 @@ void icx_stack_symbolize(struct icx_frame *f)
     free(mods);
     free(all);
 }
+
+/* Symbols are looked up once, when the trace is finished (not before a fatal signal: too slow). */
+static void icx_stack_tick(struct icx_frame *f, enum icx_tick_kind kind)
+{
+    if (kind == ICX_TICK_EXIT)
+        icx_stack_symbolize(f);
+}
+
+/* A traced child starts a stream of its own: its stacks must be defined in it again. */
+static void icx_stack_fork_child(void)
+{
+    for (size_t i = 0; i < icx_stacks_cap; i++)
+        free(icx_stacks[i].pc);
+    free(icx_stacks);
+    icx_stacks = NULL;
+    icx_stacks_cap = icx_stacks_n = 0;
+}
+
+const struct icx_module icx_mod_stack = {
+    .name = "stack",
+    .fork_child = icx_stack_fork_child,
+    .ring_type = ICX_RING_STACK_RAW,
+    .ring_record = icx_stack_intern,
+    .tick = icx_stack_tick,
+};

@@ -5,7 +5,9 @@
 #include <string.h>
 
 #include "elfsym.h"
-#include "icx.h"
+#include "frame.h"
+#include "runtime.h"
+#include "static_detect.h"
 
 static int icx_has_dynamic_cudart_cb(struct dl_phdr_info *info, size_t size, void *data)
 {

@@ -6,7 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "icx.h"
+#include "module.h"
+#include "tbuf.h"
 
 _Atomic uint64_t icx_lost[ICX_LOST_SLOTS];
 
@@ -18,25 +19,15 @@ static int icx_tbuf_key_ok;
 static void icx_tbuf_thread_exit(void *arg)
 {
     struct icx_tbuf *b = arg;
-    icx_self.buf =
-        ICX_TBUF_DEAD; /* events from later TLS destructors are dropped, not re-registered */
+    /* events from later TLS destructors are dropped, not re-registered */
+    icx_self.buf = ICX_TBUF_DEAD;
     atomic_store_explicit(&b->dead, 1, memory_order_release);
 }
 
-void icx_tbuf_init(void)
+static void icx_tbuf_init(void)
 {
     if (pthread_key_create(&icx_tbuf_key, icx_tbuf_thread_exit) == 0)
         icx_tbuf_key_ok = 1;
-}
-
-static struct icx_tbuf *icx_tbuf_new(void);
-
-struct icx_tbuf *icx_tbuf_slow(void)
-{
-    int saved = errno; /* malloc and friends may set it; the job must not see that */
-    struct icx_tbuf *b = icx_tbuf_new();
-    errno = saved;
-    return b;
 }
 
 static struct icx_tbuf *icx_tbuf_new(void)
@@ -67,6 +58,22 @@ static struct icx_tbuf *icx_tbuf_new(void)
     return b;
 }
 
+struct icx_tbuf *icx_tbuf_slow(void)
+{
+    int saved = errno; /* malloc and friends may set it; the job must not see that */
+    struct icx_tbuf *b = icx_tbuf_new();
+    errno = saved;
+    return b;
+}
+
+static void icx_tbuf_free_ext(struct icx_tbuf *b)
+{
+    for (int i = 0; i < ICX_TBUF_EXT_SLOTS; i++) {
+        free(b->ext[i]);
+        b->ext[i] = NULL;
+    }
+}
+
 void icx_tbuf_drain_all(void (*fn)(struct icx_tbuf *b, void *ctx), void *ctx)
 {
     pthread_mutex_lock(&icx_tbuf_lock);
@@ -79,8 +86,8 @@ void icx_tbuf_drain_all(void (*fn)(struct icx_tbuf *b, void *ctx), void *ctx)
         fn(b, ctx);
         if (dead) {
             *link = b->next;
+            icx_tbuf_free_ext(b);
             free(b->data);
-            free(b->vagg);
             free(b);
         } else {
             link = &b->next;
@@ -89,12 +96,12 @@ void icx_tbuf_drain_all(void (*fn)(struct icx_tbuf *b, void *ctx), void *ctx)
     pthread_mutex_unlock(&icx_tbuf_lock);
 }
 
-void icx_tbuf_atfork_prepare(void)
+static void icx_tbuf_fork_prepare(void)
 {
     pthread_mutex_lock(&icx_tbuf_lock);
 }
 
-void icx_tbuf_atfork_parent(void)
+static void icx_tbuf_fork_parent(void)
 {
     pthread_mutex_unlock(&icx_tbuf_lock);
 }
@@ -102,7 +109,7 @@ void icx_tbuf_atfork_parent(void)
 /* In the child only the forking thread exists.  The other threads' buffers hold the parent's
  * events: drop them (leaked, not freed: their owners' TLS may still point at them in no thread).
  * The forking thread's ring is emptied so the child starts clean. */
-void icx_tbuf_atfork_child(void)
+static void icx_tbuf_fork_child(void)
 {
     pthread_mutex_init(&icx_tbuf_lock, NULL);
     struct icx_tbuf *self = icx_self.buf;
@@ -116,10 +123,17 @@ void icx_tbuf_atfork_child(void)
         self->tid = (uint32_t)icx_gettid();
         self->announced = 0;
         self->next = NULL;
-        free(self->vagg); /* the parent's counts: the parent reports them */
-        self->vagg = NULL;
+        icx_tbuf_free_ext(self); /* the parent's per-thread data: the parent reports it */
         icx_tbuf_list = self;
     }
     for (int i = 0; i < ICX_LOST_SLOTS; i++)
         atomic_store(&icx_lost[i], 0);
 }
+
+const struct icx_module icx_mod_tbuf = {
+    .name = "tbuf",
+    .init = icx_tbuf_init,
+    .fork_prepare = icx_tbuf_fork_prepare,
+    .fork_parent = icx_tbuf_fork_parent,
+    .fork_child = icx_tbuf_fork_child,
+};

@@ -9,12 +9,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda_int.h"
+#include <cuda_runtime_api.h>
+
+#include "frame.h"
+#include "module.h"
+#include "nic.h"
 #include "nvml_abi.h"
+#include "resolve.h"
+#include "sysfs.h"
 
 #define ICX_MAX_DEV 64
 
-ICX_REAL_DECL("libcudart.so", cudaError_t, cudaDeviceGetPCIBusId, (char *, int, int));
+ICX_REAL_DECL(ICX_LIB_CUDART, cudaError_t, cudaDeviceGetPCIBusId, (char *, int, int));
 
 static struct {
     int tried, ok;
@@ -141,8 +147,8 @@ static void icx_describe_one(struct icx_frame *f, int dev)
         }
     }
     icx_topo_known |= 1ull << dev;
-    uint32_t s_name = icx_intern(name), s_bus = icx_intern(t->bus);
-    uint32_t s_local = local_cpus[0] ? icx_intern(local_cpus) : 0;
+    uint32_t s_name = icx_intern(f, name), s_bus = icx_intern(f, t->bus);
+    uint32_t s_local = local_cpus[0] ? icx_intern(f, local_cpus) : 0;
     struct icx_rec_device *d = icx_frame_put(f, ICX_REC_DEVICE, (uint32_t)dev, sizeof(*d));
     if (d) {
         d->name = s_name;
@@ -192,7 +198,7 @@ static void icx_put_link(struct icx_frame *f, int a, int b)
     }
 }
 
-void icx_topo_describe(struct icx_frame *f, uint64_t devices)
+static void icx_topo_describe(struct icx_frame *f, uint64_t devices)
 {
     icx_nvml_load();
     uint64_t old = icx_topo_known;
@@ -221,7 +227,7 @@ static unsigned icx_ncdevs;
 static int icx_cdevs_ready;
 static uint64_t icx_last_sample_ns;
 
-static void icx_counters_init(void)
+static void icx_counters_init(struct icx_frame *f)
 {
     icx_cdevs_ready = 1;
     unsigned n = 0;
@@ -239,7 +245,7 @@ static void icx_counters_init(void)
             icx_nvml.pci_info(c->h, &pci) != NVML_SUCCESS)
             continue;
         icx_lower(pci.busId);
-        c->bus_id = icx_intern(pci.busId);
+        c->bus_id = icx_intern(f, pci.busId);
         for (unsigned l = 0; l < NVML_NVLINK_MAX_LINKS; l++) {
             nvmlEnableState_t on = 0;
             if (icx_nvml.link_state(c->h, l, &on) == NVML_SUCCESS && on == NVML_FEATURE_ENABLED)
@@ -250,9 +256,9 @@ static void icx_counters_init(void)
     }
 }
 
-/* Writer: one NVLINK_COUNTERS record per GPU with active NVLinks, at most every ICX_SAMPLE_MS
- * (and always when `force`: the first sample and the last). */
-void icx_counters_sample(struct icx_frame *f, int force)
+/* One NVLINK_COUNTERS record per GPU with active NVLinks (and the NICs' IB_COUNTERS), at most
+ * every ICX_SAMPLE_MS, and always when `force`: the first sample and the last. */
+static void icx_counters_sample(struct icx_frame *f, int force)
 {
     if (!icx_cfg.sample_ms)
         return;
@@ -263,7 +269,7 @@ void icx_counters_sample(struct icx_frame *f, int force)
     icx_nic_sample(f, now);
     icx_nvml_load();
     if (!icx_cdevs_ready)
-        icx_counters_init();
+        icx_counters_init(f);
     for (unsigned i = 0; i < icx_ncdevs; i++) {
         struct icx_counter_dev *c = &icx_cdevs[i];
         nvmlFieldValue_t v[2 * NVML_NVLINK_MAX_LINKS];
@@ -298,3 +304,68 @@ void icx_counters_sample(struct icx_frame *f, int force)
         }
     }
 }
+
+/* ---- which devices to describe: the ones the process drives ---- */
+
+static uint64_t icx_seen_devices, icx_described;
+
+static void icx_seen(int32_t dev)
+{
+    if ((uint32_t)dev < ICX_MAX_DEV)
+        icx_seen_devices |= 1ull << dev;
+}
+
+/* Every drained event: a device the process allocates on, copies to or from, or runs a
+ * communicator on is one it drives. */
+static void icx_topo_drained(struct icx_frame *f, const struct icx_rec *r)
+{
+    (void)f;
+    switch (r->type) {
+    case ICX_REC_CUDA_ALLOC:
+        if (((const struct icx_rec_cuda_alloc *)r)->result == 0)
+            icx_seen(((const struct icx_rec_cuda_alloc *)r)->device);
+        break;
+    case ICX_REC_NCCL_COMM: icx_seen(((const struct icx_rec_nccl_comm *)r)->device); break;
+    case ICX_REC_CUDA_HOST_COPY: icx_seen(((const struct icx_rec_cuda_host_copy *)r)->device); break;
+    case ICX_REC_CUDA_COPY:
+        icx_seen(((const struct icx_rec_cuda_copy *)r)->src_dev);
+        icx_seen(((const struct icx_rec_cuda_copy *)r)->dst_dev);
+        break;
+    default: break;
+    }
+}
+
+static void icx_topo_tick(struct icx_frame *f, enum icx_tick_kind kind)
+{
+    if (icx_seen_devices & ~icx_described) {
+        icx_topo_describe(f, icx_seen_devices & ~icx_described);
+        icx_described |= icx_seen_devices;
+    }
+    icx_counters_sample(f, kind != ICX_TICK_PERIODIC);
+}
+
+/* The baseline, before the job moves a byte. */
+static void icx_topo_stream_begin(struct icx_frame *f)
+{
+    icx_counters_sample(f, 1);
+}
+
+/* A traced child's stream describes its devices and counters again. */
+static void icx_topo_fork_child(void)
+{
+    icx_seen_devices = icx_described = icx_topo_known = 0;
+    memset(icx_topo, 0, sizeof(icx_topo));
+    free(icx_cdevs);
+    icx_cdevs = NULL;
+    icx_ncdevs = 0;
+    icx_cdevs_ready = 0;
+    icx_nic_reset();
+}
+
+const struct icx_module icx_mod_topo = {
+    .name = "topo",
+    .stream_begin = icx_topo_stream_begin,
+    .drained = icx_topo_drained,
+    .tick = icx_topo_tick,
+    .fork_child = icx_topo_fork_child,
+};

@@ -5,7 +5,7 @@
  * them.  ibv_open_device is a real function: we wrap it and, in every context it returns, replace
  * those four entry points (and the extended create_qp_ex / create_cq_ex) with ours, keeping the
  * provider's in a slot of icx_vctx_tab.  Our definitions carry libibverbs' symbol versions
- * (exports.map), so a caller bound to IBVERBS_1.0's ABI is not handed a 1.1 wrapper; lookups by
+ * (wraps_verbs.def), so a caller bound to IBVERBS_1.0's ABI is not handed a 1.1 wrapper; lookups by
  * dlsym/dlvsym (NCCL) get the same wrappers through dl.c. */
 #include <endian.h>
 #include <errno.h>
@@ -15,15 +15,18 @@
 #include <string.h>
 
 #include "cuda_int.h"
-#include "verbs_int.h"
+#include "dlreal.h"
+#include "frame.h"
+#include "hook.h"
+#include "module.h"
+#include "placement.h"
+#include "resolve.h"
+#include "tbuf.h"
+#include "verbs_ctx.h"
+#include "verbs_data.h"
+#include "verbs_qpx.h"
 
-#define ICX_EXPORT __attribute__((visibility("default")))
-#define IBV "libibverbs.so"
-
-struct icx_vctx icx_vctx_tab[ICX_VCTX_MAX];
-_Atomic unsigned icx_nvctx;
-int icx_verbs_events;
-static pthread_mutex_t icx_vctx_lock = PTHREAD_MUTEX_INITIALIZER;
+#define IBV ICX_LIB_IBVERBS
 
 ICX_REAL_DECLV(IBV, "IBVERBS_1.1", struct ibv_context *, ibv_open_device, (struct ibv_device *));
 ICX_REAL_DECLV(IBV, "IBVERBS_1.1", int, ibv_close_device, (struct ibv_context *));
@@ -202,19 +205,18 @@ static void icx_vrec_cq(enum icx_api api, uint64_t t0, struct ibv_context *ctx, 
 static struct ibv_qp *icx_vw_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *a)
 {
     const struct icx_vctx *v = icx_vctx_of(ctx);
+    struct icx_call c;
     if (!v || !v->create_qp_ex) {
         errno = EOPNOTSUPP;
         return NULL;
     }
-    if (!icx_hooks_on())
+    if (!icx_call_begin(&c, &icx_self.guard))
         return v->create_qp_ex(ctx, a);
-    struct icx_call c;
-    icx_call_enter(&c);
     struct ibv_qp *qp = v->create_qp_ex(ctx, a);
     icx_call_returned(&c);
     icx_vrec_qp(ICX_API_ibv_create_qp_ex, c.t0, ctx, qp ? qp->qp_num : 0, a->qp_type, NULL, 0,
                 qp ? 0 : c.saved_errno ? c.saved_errno : -1);
-    icx_call_exit(&c);
+    icx_call_end(&c);
     return qp;
 }
 
@@ -222,18 +224,17 @@ static struct ibv_cq_ex *icx_vw_create_cq_ex(struct ibv_context *ctx,
                                              struct ibv_cq_init_attr_ex *a)
 {
     const struct icx_vctx *v = icx_vctx_of(ctx);
+    struct icx_call c;
     if (!v || !v->create_cq_ex) {
         errno = EOPNOTSUPP;
         return NULL;
     }
-    if (!icx_hooks_on())
+    if (!icx_call_begin(&c, &icx_self.guard))
         return v->create_cq_ex(ctx, a);
-    struct icx_call c;
-    icx_call_enter(&c);
     struct ibv_cq_ex *cq = v->create_cq_ex(ctx, a);
     icx_call_returned(&c);
     icx_vrec_cq(ICX_API_ibv_create_cq_ex, c.t0, ctx, (int)a->cqe, cq != NULL);
-    icx_call_exit(&c);
+    icx_call_end(&c);
     static _Atomic int noted;
     if (cq && !atomic_exchange(&noted, 1))
         icx_note(0, "ibv_create_cq_ex: completions read with ibv_start_poll/ibv_next_poll are "
@@ -247,15 +248,11 @@ static void icx_vctx_adopt(struct ibv_context *ctx)
 {
     if (ctx->ops.post_send == icx_vw_post_send) /* already ours */
         return;
-    pthread_mutex_lock(&icx_vctx_lock);
-    unsigned n = atomic_load_explicit(&icx_nvctx, memory_order_relaxed);
-    if (n == ICX_VCTX_MAX) {
-        pthread_mutex_unlock(&icx_vctx_lock);
+    struct icx_vctx *v = icx_vctx_claim();
+    if (!v) {
         icx_note(1, "more than 64 RDMA device contexts opened: later ones are not traced");
         return;
     }
-    struct icx_vctx *v = &icx_vctx_tab[n];
-    memset(v, 0, sizeof(*v));
     v->post_send = ctx->ops.post_send;
     v->post_recv = ctx->ops.post_recv;
     v->post_srq_recv = ctx->ops.post_srq_recv;
@@ -266,9 +263,7 @@ static void icx_vctx_adopt(struct ibv_context *ctx)
     if (vx && vx->sz >= sizeof(*vx) - offsetof(struct verbs_context, create_cq_ex))
         v->create_cq_ex = vx->create_cq_ex;
     icx_vctx_describe(v, ctx);
-    atomic_store_explicit(&v->ctx, ctx, memory_order_relaxed);
-    atomic_store_explicit(&icx_nvctx, n + 1, memory_order_release);
-    pthread_mutex_unlock(&icx_vctx_lock);
+    icx_vctx_publish(v, ctx);
     if (v->post_send)
         ctx->ops.post_send = icx_vw_post_send;
     if (v->post_recv)
@@ -281,89 +276,91 @@ static void icx_vctx_adopt(struct ibv_context *ctx)
         vx->create_qp_ex = icx_vw_create_qp_ex;
     if (v->create_cq_ex)
         vx->create_cq_ex = icx_vw_create_cq_ex;
-    icx_debug("verbs: traced context %p (%s), slot %u\n", (void *)ctx, v->name, n);
+    icx_debug("verbs: traced context %p (%s), slot %u\n", (void *)ctx, v->name,
+              (unsigned)icx_vctx_slot(v));
 }
 
-/* ---- exported wrappers (versions in exports.map) ---- */
+/* ---- exported wrappers (versions in wraps_verbs.def) ---- */
 
 ICX_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *dev)
 {
     icx_real_ibv_open_device_t real = ICX_REAL(ibv_open_device);
+    struct icx_call c;
     if (!real) {
         errno = ENOSYS;
         return NULL;
     }
-    if (!icx_hooks_on())
+    if (!icx_call_begin(&c, &icx_self.guard))
         return real(dev);
-    struct icx_call c;
-    icx_call_enter(&c);
     struct ibv_context *ctx = real(dev);
     icx_call_returned(&c);
     if (ctx)
         icx_vctx_adopt(ctx);
-    icx_call_exit(&c);
+    icx_call_end(&c);
     return ctx;
 }
 
 ICX_EXPORT int ibv_close_device(struct ibv_context *ctx)
 {
     icx_real_ibv_close_device_t real = ICX_REAL(ibv_close_device);
+    struct icx_call c;
     if (!real)
         return ENOSYS;
+    if (!icx_call_begin_untimed(&c, &icx_self.guard))
+        return real(ctx);
     /* The slot stays (its counts are still to be written); only its context is forgotten, so
      * a new context at the same address gets a slot of its own. */
     struct icx_vctx *v = (struct icx_vctx *)icx_vctx_of(ctx);
     int rc = real(ctx);
+    icx_call_returned(&c);
     if (v && rc == 0)
         atomic_store_explicit(&v->ctx, NULL, memory_order_relaxed);
+    icx_call_end(&c);
     return rc;
 }
 
 ICX_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *a)
 {
     icx_real_ibv_create_qp_t real = ICX_REAL(ibv_create_qp);
+    struct icx_call c;
     if (!real) {
         errno = ENOSYS;
         return NULL;
     }
-    if (!icx_hooks_on())
+    if (!icx_call_begin(&c, &icx_self.guard))
         return real(pd, a);
-    struct icx_call c;
-    icx_call_enter(&c);
     struct ibv_qp *qp = real(pd, a);
     icx_call_returned(&c);
     icx_vrec_qp(ICX_API_ibv_create_qp, c.t0, pd ? pd->context : NULL, qp ? qp->qp_num : 0,
                 a ? (int)a->qp_type : 0, NULL, 0, qp ? 0 : c.saved_errno ? c.saved_errno : -1);
-    icx_call_exit(&c);
+    icx_call_end(&c);
     return qp;
 }
 
 ICX_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)
 {
     icx_real_ibv_modify_qp_t real = ICX_REAL(ibv_modify_qp);
+    struct icx_call c;
     if (!real)
         return ENOSYS;
-    if (!icx_hooks_on())
+    if (!icx_call_begin(&c, &icx_self.guard))
         return real(qp, attr, mask);
-    struct icx_call c;
-    icx_call_enter(&c);
     int rc = real(qp, attr, mask);
     icx_call_returned(&c);
     icx_vrec_qp(ICX_API_ibv_modify_qp, c.t0, qp->context, qp->qp_num, (int)qp->qp_type, attr,
                 mask, rc);
-    icx_call_exit(&c);
+    icx_call_end(&c);
     return rc;
 }
 
 ICX_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 {
     icx_real_ibv_destroy_qp_t real = ICX_REAL(ibv_destroy_qp);
+    struct icx_call c;
     if (!real)
         return ENOSYS;
-    if (!icx_hooks_on())
+    if (!icx_call_begin(&c, &icx_self.guard))
         return real(qp);
-    struct icx_call c;
-    icx_call_enter(&c);
     struct ibv_context *ctx = qp->context;
     uint32_t num = qp->qp_num;
     int type = (int)qp->qp_type;
@@ -371,23 +368,25 @@ ICX_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
     int rc = real(qp);
     icx_call_returned(&c);
     icx_vrec_qp(ICX_API_ibv_destroy_qp, c.t0, ctx, num, type, NULL, 0, rc);
-    icx_call_exit(&c);
+    icx_call_end(&c);
     return rc;
 }
 
 ICX_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
 {
     icx_real_ibv_qp_to_qp_ex_t real = ICX_REAL(ibv_qp_to_qp_ex);
+    struct icx_call c;
     if (!real) {
         errno = ENOSYS;
         return NULL;
     }
+    if (!icx_call_begin_untimed(&c, &icx_self.guard))
+        return real(qp);
     struct ibv_qp_ex *qpx = real(qp);
-    if (qpx && icx_hooks_on()) {
-        icx_self.guard = 1;
+    icx_call_returned(&c);
+    if (qpx)
         icx_vqpx_adopt(qpx, icx_vctx_of(qp->context));
-        icx_self.guard = 0;
-    }
+    icx_call_end(&c);
     return qpx;
 }
 
@@ -395,19 +394,18 @@ ICX_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
 ICX_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int access)
 {
     icx_real_ibv_reg_mr_t real = ICX_REAL(ibv_reg_mr);
+    struct icx_call c;
     if (!real) {
         errno = ENOSYS;
         return NULL;
     }
-    if (!icx_hooks_on())
+    if (!icx_call_begin(&c, &icx_self.guard))
         return real(pd, addr, len, access);
-    struct icx_call c;
-    icx_call_enter(&c);
     struct ibv_mr *mr = real(pd, addr, len, access);
     icx_call_returned(&c);
     icx_vrec_mr(ICX_API_ibv_reg_mr, c.t0, pd, mr, (uintptr_t)addr, len, (uintptr_t)addr, access,
                 -1);
-    icx_call_exit(&c);
+    icx_call_end(&c);
     return mr;
 }
 
@@ -415,19 +413,18 @@ ICX_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t
                                            uint64_t iova, unsigned int access)
 {
     icx_real_ibv_reg_mr_iova2_t real = ICX_REAL(ibv_reg_mr_iova2);
+    struct icx_call c;
     if (!real) {
         errno = ENOSYS;
         return NULL;
     }
-    if (!icx_hooks_on())
+    if (!icx_call_begin(&c, &icx_self.guard))
         return real(pd, addr, len, iova, access);
-    struct icx_call c;
-    icx_call_enter(&c);
     struct ibv_mr *mr = real(pd, addr, len, iova, access);
     icx_call_returned(&c);
     icx_vrec_mr(ICX_API_ibv_reg_mr_iova2, c.t0, pd, mr, (uintptr_t)addr, len, iova, (int)access,
                 -1);
-    icx_call_exit(&c);
+    icx_call_end(&c);
     return mr;
 }
 
@@ -435,36 +432,34 @@ ICX_EXPORT struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, 
                                             uint64_t iova, int fd, int access)
 {
     icx_real_ibv_reg_dmabuf_mr_t real = ICX_REAL(ibv_reg_dmabuf_mr);
+    struct icx_call c;
     if (!real) {
         errno = ENOSYS;
         return NULL;
     }
-    if (!icx_hooks_on())
+    if (!icx_call_begin(&c, &icx_self.guard))
         return real(pd, offset, len, iova, fd, access);
-    struct icx_call c;
-    icx_call_enter(&c);
     struct ibv_mr *mr = real(pd, offset, len, iova, fd, access);
     icx_call_returned(&c);
     icx_vrec_mr(ICX_API_ibv_reg_dmabuf_mr, c.t0, pd, mr, 0, len, iova, access, fd);
-    icx_call_exit(&c);
+    icx_call_end(&c);
     return mr;
 }
 
 ICX_EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
 {
     icx_real_ibv_dereg_mr_t real = ICX_REAL(ibv_dereg_mr);
+    struct icx_call c;
     if (!real)
         return ENOSYS;
-    if (!icx_hooks_on() || !mr)
+    if (!mr || !icx_call_begin(&c, &icx_self.guard))
         return real(mr);
-    struct icx_call c;
-    icx_call_enter(&c);
     struct ibv_mr copy = *mr;
     int rc = real(mr);
     icx_call_returned(&c);
     icx_vrec_mr(ICX_API_ibv_dereg_mr, c.t0, copy.pd, &copy, (uintptr_t)copy.addr, copy.length,
                 0, 0, -1);
-    icx_call_exit(&c);
+    icx_call_end(&c);
     return rc;
 }
 
@@ -472,22 +467,21 @@ ICX_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe, void *
                                         struct ibv_comp_channel *channel, int comp_vector)
 {
     icx_real_ibv_create_cq_t real = ICX_REAL(ibv_create_cq);
+    struct icx_call c;
     if (!real) {
         errno = ENOSYS;
         return NULL;
     }
-    if (!icx_hooks_on())
+    if (!icx_call_begin(&c, &icx_self.guard))
         return real(ctx, cqe, cq_context, channel, comp_vector);
-    struct icx_call c;
-    icx_call_enter(&c);
     struct ibv_cq *cq = real(ctx, cqe, cq_context, channel, comp_vector);
     icx_call_returned(&c);
     icx_vrec_cq(ICX_API_ibv_create_cq, c.t0, ctx, cqe, cq != NULL);
-    icx_call_exit(&c);
+    icx_call_end(&c);
     return cq;
 }
 
-/* ---- dlsym / dlvsym (dl.c asks) ---- */
+/* ---- dlsym / dlvsym (dl.c asks): the wrappers of wraps_verbs.def, for their name and version ---- */
 
 struct icx_vwrap {
     const char *name, *version;
@@ -496,20 +490,20 @@ struct icx_vwrap {
 };
 
 static const struct icx_vwrap icx_vwraps[] = {
-#define W(n) {#n, NULL, (void *)n, &icx_sym_##n}
-    W(ibv_open_device), W(ibv_close_device), W(ibv_create_qp), W(ibv_modify_qp),
-    W(ibv_destroy_qp), W(ibv_qp_to_qp_ex), W(ibv_reg_mr), W(ibv_reg_mr_iova2),
-    W(ibv_reg_dmabuf_mr), W(ibv_dereg_mr), W(ibv_create_cq),
-#undef W
+#define ICX_WRAPV(n, ver) {#n, ver, (void *)n, &icx_sym_##n},
+#define ICX_OPS(n)
+#include "wraps_verbs.def"
+#undef ICX_WRAPV
+#undef ICX_OPS
 };
 
-void *icx_dl_wrap(const char *name, const char *version, void *handle)
+static void *icx_verbs_dl_wrap(const char *name, const char *version, void *handle)
 {
     for (size_t i = 0; i < sizeof(icx_vwraps) / sizeof(icx_vwraps[0]); i++) {
         const struct icx_vwrap *w = &icx_vwraps[i];
         if (strcmp(name, w->name) != 0)
             continue;
-        if (version && strcmp(version, w->real->version) != 0)
+        if (version && strcmp(version, w->version) != 0)
             return NULL; /* another ABI: not ours to wrap */
         if (!atomic_load_explicit(&icx_active, memory_order_relaxed))
             return NULL;
@@ -518,7 +512,7 @@ void *icx_dl_wrap(const char *name, const char *version, void *handle)
             return NULL; /* pass on: the caller gets the same answer (and dlerror) */
         if (!version) {
             /* dlsym gives the default version: wrap it only if that is the one we mimic. */
-            void *v = icx_dlvsym_real(handle, name, w->real->version);
+            void *v = icx_dlvsym_real(handle, name, w->version);
             if (v != p)
                 return NULL;
         }
@@ -530,16 +524,26 @@ void *icx_dl_wrap(const char *name, const char *version, void *handle)
     return NULL;
 }
 
+/* A wrapper's real function must be looked up with the version the wrapper carries. */
+static void icx_verbs_init(void)
+{
+    for (size_t i = 0; i < sizeof(icx_vwraps) / sizeof(icx_vwraps[0]); i++)
+        if (strcmp(icx_vwraps[i].version, icx_vwraps[i].real->version) != 0)
+            icx_log("bug: %s wraps version %s but resolves %s\n", icx_vwraps[i].name,
+                    icx_vwraps[i].version, icx_vwraps[i].real->version);
+}
+
 /* ---- writer: name the contexts ---- */
 
-void icx_verbs_writer_tick(struct icx_frame *f)
+static void icx_verbs_tick(struct icx_frame *f, enum icx_tick_kind kind)
 {
+    (void)kind;
     unsigned n = atomic_load_explicit(&icx_nvctx, memory_order_acquire);
     for (unsigned i = 0; i < n; i++) {
         struct icx_vctx *v = &icx_vctx_tab[i];
         if (v->announced)
             continue;
-        uint32_t name = icx_intern(v->name);
+        uint32_t name = icx_intern(f, v->name);
         struct icx_rec_verbs_device *d = icx_frame_put(f, ICX_REC_VERBS_DEVICE, i, sizeof(*d));
         if (!d)
             return;
@@ -557,3 +561,34 @@ void icx_verbs_writer_tick(struct icx_frame *f)
         v->announced = 1;
     }
 }
+
+/* Lock order: the context registry, then the extended-QP table. */
+static void icx_verbs_fork_prepare(void)
+{
+    icx_vctx_fork_prepare();
+    icx_vqpx_fork_prepare();
+}
+
+static void icx_verbs_fork_parent(void)
+{
+    icx_vqpx_fork_parent();
+    icx_vctx_fork_parent();
+}
+
+static void icx_verbs_fork_child(void)
+{
+    icx_vqpx_fork_child();
+    icx_vctx_fork_child();
+}
+
+const struct icx_module icx_mod_verbs = {
+    .name = "verbs",
+    .init = icx_verbs_init,
+    .drain_thread = icx_verbs_drain_agg,
+    .tick = icx_verbs_tick,
+    .dl_prefix = "ibv_",
+    .dl_wrap = icx_verbs_dl_wrap,
+    .fork_prepare = icx_verbs_fork_prepare,
+    .fork_parent = icx_verbs_fork_parent,
+    .fork_child = icx_verbs_fork_child,
+};

@@ -12,7 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "verbs_int.h"
+#include "icx/format_util.h"
+
+#include "frame.h"
+#include "hook.h"
+#include "tbuf.h"
+#include "verbs_ctx.h"
+#include "verbs_data.h"
 
 #define ICX_VAGG_N 1024 /* entries per thread, a power of two */
 #define ICX_VAGG_PROBES 16
@@ -48,23 +54,23 @@ static struct icx_vagg *icx_vagg_slow(void)
     struct icx_tbuf *b = icx_tbuf_slow();
     if (!b)
         return NULL;
-    if (!b->vagg) {
+    if (!b->ext[ICX_TBUF_EXT_VERBS]) {
         struct icx_vagg *a = calloc(1, sizeof(*a));
         if (!a) {
             icx_count_lost(ICX_LOST_no_buffer);
             return NULL;
         }
         a->t_seen_ns = icx_mono_ns(); /* the first interval starts at the first request */
-        __atomic_store_n(&b->vagg, a, __ATOMIC_RELEASE);
+        __atomic_store_n(&b->ext[ICX_TBUF_EXT_VERBS], a, __ATOMIC_RELEASE);
     }
-    return b->vagg;
+    return b->ext[ICX_TBUF_EXT_VERBS];
 }
 
 static inline struct icx_vagg *icx_vagg_self(void)
 {
     struct icx_tbuf *b = icx_self.buf;
-    if (ICX_LIKELY(b != NULL && b != ICX_TBUF_DEAD && b->vagg != NULL))
-        return b->vagg;
+    if (ICX_LIKELY(b != NULL && b != ICX_TBUF_DEAD && b->ext[ICX_TBUF_EXT_VERBS] != NULL))
+        return b->ext[ICX_TBUF_EXT_VERBS];
     if (b == ICX_TBUF_DEAD)
         return NULL;
     return icx_vagg_slow();
@@ -126,7 +132,7 @@ static void icx_vagg_put(struct icx_frame *f, struct icx_vagg_ent *e, uint64_t t
 
 void icx_verbs_drain_agg(struct icx_frame *f, struct icx_tbuf *b)
 {
-    struct icx_vagg *a = __atomic_load_n(&b->vagg, __ATOMIC_ACQUIRE);
+    struct icx_vagg *a = __atomic_load_n(&b->ext[ICX_TBUF_EXT_VERBS], __ATOMIC_ACQUIRE);
     if (!a)
         return;
     uint64_t now = icx_mono_ns();
@@ -200,7 +206,7 @@ static void icx_vsends(const struct icx_vctx *v, const struct ibv_qp *qp,
                        const struct ibv_send_wr *wr, const struct ibv_send_wr *stop, uint64_t t0)
 {
     uint16_t slot = icx_vctx_slot(v);
-    if (ICX_UNLIKELY(icx_verbs_events)) {
+    if (ICX_UNLIKELY(icx_cfg.verbs_events)) {
         uint64_t t1 = icx_ticks();
         for (; wr && wr != stop; wr = wr->next)
             icx_vev_wr(ICX_API_ibv_post_send, t0, t1, slot, qp->qp_num, ICX_VK_SEND, wr->opcode,
@@ -223,7 +229,7 @@ static void icx_vrecvs(const struct icx_vctx *v, uint32_t qpn, unsigned kind,
 {
     uint16_t slot = icx_vctx_slot(v);
     enum icx_api api = kind == ICX_VK_RECV ? ICX_API_ibv_post_recv : ICX_API_ibv_post_srq_recv;
-    if (ICX_UNLIKELY(icx_verbs_events)) {
+    if (ICX_UNLIKELY(icx_cfg.verbs_events)) {
         uint64_t t1 = icx_ticks();
         for (; wr && wr != stop; wr = wr->next)
             icx_vev_wr(api, t0, t1, slot, qpn, kind, ICX_VOP_RECV, wr->wr_id,
@@ -244,7 +250,7 @@ void icx_verbs_count_sends(uint16_t slot, uint32_t qpn, const struct icx_vpend *
                            uint64_t extra_count, uint64_t extra_bytes, uint8_t extra_op,
                            uint64_t t0)
 {
-    if (ICX_UNLIKELY(icx_verbs_events)) {
+    if (ICX_UNLIKELY(icx_cfg.verbs_events)) {
         uint64_t t1 = icx_ticks();
         for (unsigned i = 0; i < n; i++)
             icx_vev_wr(ICX_API_ibv_wr_complete, t0, t1, slot, qpn, ICX_VK_SEND, p[i].opcode,
@@ -255,7 +261,7 @@ void icx_verbs_count_sends(uint16_t slot, uint32_t qpn, const struct icx_vpend *
     struct icx_vagg *a = icx_vagg_self();
     if (!a)
         return;
-    if (!icx_verbs_events)
+    if (!icx_cfg.verbs_events)
         for (unsigned i = 0; i < n; i++)
             icx_vagg_add(a, icx_vkey(slot, ICX_VK_SEND, p[i].opcode, icx_size_class(p[i].bytes), qpn),
                          1, p[i].bytes, (p[i].flags & IBV_SEND_SIGNALED) != 0);
@@ -266,66 +272,76 @@ void icx_verbs_count_sends(uint16_t slot, uint32_t qpn, const struct icx_vpend *
                      extra_count, extra_bytes, 0);
 }
 
-/* The original of a context op; a context we swapped always has a slot, but fail safe. */
-#define ICX_VORIG(ctx, op, fail)                                                                   \
-    const struct icx_vctx *v = icx_vctx_of(ctx);                                                   \
-    if (ICX_UNLIKELY(!v || !v->op))                                                                \
-        return fail;
-
+/* The wrappers: the context's original op from its slot (a context we swapped always has one, but
+ * fail safe), then the bracket (hook.h).  Posts are recorded when the provider accepted them. */
 int icx_vw_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
 {
-    ICX_VORIG(qp->context, post_send, ENOSYS)
-    uint64_t t0 = ICX_UNLIKELY(icx_verbs_events) ? icx_ticks() : 0;
+    const struct icx_vctx *v = icx_vctx_of(qp->context);
+    struct icx_call c;
+    if (ICX_UNLIKELY(!v || !v->post_send))
+        return ENOSYS;
+    if (!icx_call_begin_untimed(&c, &icx_self.guard))
+        return v->post_send(qp, wr, bad);
+    uint64_t t0 = ICX_UNLIKELY(icx_cfg.verbs_events) ? icx_ticks() : 0;
     int rc = v->post_send(qp, wr, bad);
-    if (ICX_LIKELY(icx_hooks_on()) && (rc == 0 || *bad != wr)) {
-        int saved = errno;
+    icx_call_returned(&c);
+    if (rc == 0 || *bad != wr)
         icx_vsends(v, qp, wr, rc == 0 ? NULL : *bad, t0);
-        errno = saved;
-    }
+    icx_call_end(&c);
     return rc;
 }
 
-/* After a receive post: count what the provider accepted. */
-static inline int icx_vrecv_done(const struct icx_vctx *v, uint32_t qpn, unsigned kind,
-                                 const struct ibv_recv_wr *wr, int rc,
-                                 struct ibv_recv_wr *const *bad, uint64_t t0)
+/* After a receive post: count what the provider accepted (rc 0: all; else up to *bad). */
+static inline void icx_vrecv_accepted(const struct icx_vctx *v, uint32_t qpn, unsigned kind,
+                                      const struct ibv_recv_wr *wr, int rc,
+                                      struct ibv_recv_wr *const *bad, uint64_t t0)
 {
-    if (ICX_LIKELY(icx_hooks_on()) && (rc == 0 || *bad != wr)) {
-        int saved = errno;
+    if (rc == 0 || *bad != wr)
         icx_vrecvs(v, qpn, kind, wr, rc == 0 ? NULL : *bad, t0);
-        errno = saved;
-    }
-    return rc;
 }
 
 int icx_vw_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
 {
-    ICX_VORIG(qp->context, post_recv, ENOSYS)
-    uint64_t t0 = ICX_UNLIKELY(icx_verbs_events) ? icx_ticks() : 0;
-    return icx_vrecv_done(v, qp->qp_num, ICX_VK_RECV, wr, v->post_recv(qp, wr, bad), bad, t0);
+    const struct icx_vctx *v = icx_vctx_of(qp->context);
+    struct icx_call c;
+    if (ICX_UNLIKELY(!v || !v->post_recv))
+        return ENOSYS;
+    if (!icx_call_begin_untimed(&c, &icx_self.guard))
+        return v->post_recv(qp, wr, bad);
+    uint64_t t0 = ICX_UNLIKELY(icx_cfg.verbs_events) ? icx_ticks() : 0;
+    int rc = v->post_recv(qp, wr, bad);
+    icx_call_returned(&c);
+    icx_vrecv_accepted(v, qp->qp_num, ICX_VK_RECV, wr, rc, bad, t0);
+    icx_call_end(&c);
+    return rc;
 }
 
 int icx_vw_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
 {
-    ICX_VORIG(srq->context, post_srq_recv, ENOSYS)
-    uint64_t t0 = ICX_UNLIKELY(icx_verbs_events) ? icx_ticks() : 0;
-    return icx_vrecv_done(v, 0, ICX_VK_SRQ_RECV, wr, v->post_srq_recv(srq, wr, bad), bad, t0);
+    const struct icx_vctx *v = icx_vctx_of(srq->context);
+    struct icx_call c;
+    if (ICX_UNLIKELY(!v || !v->post_srq_recv))
+        return ENOSYS;
+    if (!icx_call_begin_untimed(&c, &icx_self.guard))
+        return v->post_srq_recv(srq, wr, bad);
+    uint64_t t0 = ICX_UNLIKELY(icx_cfg.verbs_events) ? icx_ticks() : 0;
+    int rc = v->post_srq_recv(srq, wr, bad);
+    icx_call_returned(&c);
+    icx_vrecv_accepted(v, 0, ICX_VK_SRQ_RECV, wr, rc, bad, t0);
+    icx_call_end(&c);
+    return rc;
 }
 
-int icx_vw_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
+/* The completions of one successful poll. */
+static void icx_vcompletions(const struct icx_vctx *v, const struct ibv_wc *wc, int got,
+                             uint64_t t0)
 {
-    ICX_VORIG(cq->context, poll_cq, -1)
-    uint64_t t0 = ICX_UNLIKELY(icx_verbs_events) ? icx_ticks() : 0;
-    int got = v->poll_cq(cq, n, wc);
-    if (got <= 0 || !icx_hooks_on()) /* the common empty poll costs one branch more */
-        return got;
-    int saved = errno;
     uint16_t slot = icx_vctx_slot(v);
     uint64_t t1 = icx_ticks();
-    struct icx_vagg *a = icx_verbs_events ? NULL : icx_vagg_self();
+    struct icx_vagg *a = icx_cfg.verbs_events ? NULL : icx_vagg_self();
     for (int i = 0; i < got; i++) {
         const struct ibv_wc *w = &wc[i];
-        if (w->status != IBV_WC_SUCCESS || icx_verbs_events) {
+        if (w->status != IBV_WC_SUCCESS || icx_cfg.verbs_events) {
             icx_vev_wc(t0 ? t0 : t1, t1, slot, w);
             continue;
         }
@@ -336,6 +352,22 @@ int icx_vw_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
                                      w->qp_num),
                          1, bytes, 0);
     }
-    errno = saved;
+}
+
+/* Polling is the hottest call there is and mostly finds nothing: the real poll goes first and the
+ * bracket opens only when there are completions to count (the empty poll costs one branch). */
+int icx_vw_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
+{
+    const struct icx_vctx *v = icx_vctx_of(cq->context);
+    struct icx_call c;
+    if (ICX_UNLIKELY(!v || !v->poll_cq))
+        return -1;
+    uint64_t t0 = ICX_UNLIKELY(icx_cfg.verbs_events) ? icx_ticks() : 0;
+    int got = v->poll_cq(cq, n, wc);
+    if (got <= 0 || !icx_call_begin_untimed(&c, &icx_self.guard))
+        return got;
+    icx_call_returned(&c);
+    icx_vcompletions(v, wc, got, t0);
+    icx_call_end(&c);
     return got;
 }

@@ -7,7 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "verbs_int.h"
+#include "frame.h"
+#include "hook.h"
+#include "verbs_ctx.h"
+#include "verbs_data.h"
+#include "verbs_qpx.h"
 
 #define ICX_VPEND 64
 #define ICX_VQPX_N 4096 /* QPs traced through the extended API, a power of two */
@@ -93,7 +97,7 @@ static void icx_qx_start(struct ibv_qp_ex *q)
     x->npend = 0;
     x->cur = -1;
     x->extra_count = x->extra_bytes = 0;
-    x->t0 = icx_verbs_events ? icx_ticks() : 0;
+    x->t0 = icx_cfg.verbs_events ? icx_ticks() : 0;
     x->start(q);
 }
 
@@ -105,15 +109,18 @@ static void icx_qx_abort(struct ibv_qp_ex *q)
     x->abort(q);
 }
 
+/* The batch is posted: the bracket (hook.h) opens after the real call, when there is a batch to
+ * count. */
 static int icx_qx_complete(struct ibv_qp_ex *q)
 {
     struct icx_vqpx *x = icx_vqpx_find(q);
+    struct icx_call c;
     int rc = x->complete(q);
-    if (rc == 0 && icx_hooks_on()) {
-        int saved = errno;
+    if (rc == 0 && icx_call_begin_untimed(&c, &icx_self.guard)) {
+        icx_call_returned(&c);
         icx_verbs_count_sends(x->slot, q->qp_base.qp_num, x->pend, x->npend, x->extra_count,
                               x->extra_bytes, x->extra_op, x->t0);
-        errno = saved;
+        icx_call_end(&c);
     }
     x->npend = 0;
     x->extra_count = 0;
@@ -261,4 +268,20 @@ void icx_vqpx_forget(struct ibv_qp *qp)
             return;
         }
     }
+}
+
+void icx_vqpx_fork_prepare(void)
+{
+    pthread_mutex_lock(&icx_vqpx_lock);
+}
+
+void icx_vqpx_fork_parent(void)
+{
+    pthread_mutex_unlock(&icx_vqpx_lock);
+}
+
+/* The entries stay: the child's QPs are the parent's. */
+void icx_vqpx_fork_child(void)
+{
+    pthread_mutex_init(&icx_vqpx_lock, NULL);
 }

@@ -16,7 +16,11 @@
 #include <unistd.h>
 #include <zstd.h>
 
-#include "icx.h"
+#include "frame.h"
+#include "identity.h"
+#include "module.h"
+#include "tbuf.h"
+#include "writer.h"
 
 #define ICX_FRAME_MAX (4u << 20) /* raw bytes per frame before it is cut */
 
@@ -36,96 +40,8 @@ static _Atomic int icx_pending_signal;
 static int icx_ended;
 static int icx_warned_write;
 static uint64_t icx_events_written; /* EVENT records drained from the rings (writer lock held) */
-
-/* ---- string interning (writer lock held) ---- */
-struct icx_str {
-    char *s;
-    uint32_t id;
-};
-static struct icx_str *icx_strs;
-static size_t icx_strs_cap, icx_strs_n;
-static uint32_t icx_next_id = 1;
-
-static uint64_t icx_hash(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++)
-        h = (h ^ (uint8_t)*s) * 1099511628211ull;
-    return h;
-}
-
-uint32_t icx_intern(const char *s)
-{
-    if (!s)
-        return 0;
-    if (icx_strs_n * 2 >= icx_strs_cap) {
-        size_t ncap = icx_strs_cap ? icx_strs_cap * 2 : 256;
-        struct icx_str *n = calloc(ncap, sizeof(*n));
-        if (!n)
-            return 0;
-        for (size_t i = 0; i < icx_strs_cap; i++) {
-            if (!icx_strs[i].s)
-                continue;
-            size_t j = icx_hash(icx_strs[i].s) & (ncap - 1);
-            while (n[j].s)
-                j = (j + 1) & (ncap - 1);
-            n[j] = icx_strs[i];
-        }
-        free(icx_strs);
-        icx_strs = n;
-        icx_strs_cap = ncap;
-    }
-    size_t j = icx_hash(s) & (icx_strs_cap - 1);
-    while (icx_strs[j].s) {
-        if (strcmp(icx_strs[j].s, s) == 0)
-            return icx_strs[j].id;
-        j = (j + 1) & (icx_strs_cap - 1);
-    }
-    char *copy = strdup(s);
-    if (!copy)
-        return 0;
-    icx_strs[j].s = copy;
-    icx_strs[j].id = icx_next_id++;
-    icx_strs_n++;
-    icx_frame_put_string(&icx_cur, icx_strs[j].id, s);
-    return icx_strs[j].id;
-}
-
-/* ---- frame building ---- */
-
-void *icx_frame_put(struct icx_frame *f, uint16_t type, uint32_t aux, size_t size)
-{
-    size = (size + 7) & ~(size_t)7;
-    if (size > 65528)
-        return NULL;
-    if (f->len + size > f->cap) {
-        size_t ncap = f->cap ? f->cap : 1 << 16;
-        while (ncap < f->len + size)
-            ncap *= 2;
-        uint8_t *n = realloc(f->buf, ncap);
-        if (!n)
-            return NULL;
-        f->buf = n;
-        f->cap = ncap;
-    }
-    struct icx_rec *r = (struct icx_rec *)(f->buf + f->len);
-    memset(r, 0, size);
-    r->type = type;
-    r->size = (uint16_t)size;
-    r->aux = aux;
-    f->len += size;
-    return r;
-}
-
-void icx_frame_put_string(struct icx_frame *f, uint32_t id, const char *s)
-{
-    size_t l = strlen(s);
-    if (l > 65000)
-        l = 65000;
-    struct icx_rec *r = icx_frame_put(f, ICX_REC_STRING, id, sizeof(*r) + l + 1);
-    if (r)
-        memcpy(r + 1, s, l);
-}
+static const struct icx_module *const *icx_mods; /* the module table, from icx_writer_start */
+static size_t icx_nmods;
 
 static void icx_write_all(const uint8_t *p, size_t n)
 {
@@ -203,50 +119,6 @@ static void icx_put_lost(struct icx_frame *f)
         l->count[i] = atomic_load(&icx_lost[i]);
 }
 
-/* ---- notes from any thread ---- */
-struct icx_note_q {
-    struct icx_note_q *next;
-    int severity;
-    char text[];
-};
-static pthread_mutex_t icx_note_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct icx_note_q *icx_notes;
-
-void icx_note(int severity, const char *text)
-{
-    size_t l = strlen(text);
-    struct icx_note_q *n = malloc(sizeof(*n) + l + 1);
-    if (!n)
-        return;
-    n->severity = severity;
-    memcpy(n->text, text, l + 1);
-    pthread_mutex_lock(&icx_note_lock);
-    struct icx_note_q **tail = &icx_notes;
-    while (*tail)
-        tail = &(*tail)->next;
-    n->next = NULL;
-    *tail = n;
-    pthread_mutex_unlock(&icx_note_lock);
-    icx_debug("note: %s\n", text);
-}
-
-static void icx_put_notes(struct icx_frame *f)
-{
-    pthread_mutex_lock(&icx_note_lock);
-    struct icx_note_q *n = icx_notes;
-    icx_notes = NULL;
-    pthread_mutex_unlock(&icx_note_lock);
-    while (n) {
-        struct icx_note_q *next = n->next;
-        uint32_t id = icx_intern(n->text);
-        struct icx_rec_note *r = icx_frame_put(f, ICX_REC_NOTE, (uint32_t)n->severity, sizeof(*r));
-        if (r)
-            r->text = id;
-        free(n);
-        n = next;
-    }
-}
-
 /* ---- draining the rings ---- */
 
 static const uint8_t icx_category[256] = {
@@ -280,17 +152,47 @@ static void icx_announce_thread(struct icx_frame *f, struct icx_tbuf *b)
             name[strcspn(name, "\n")] = 0;
         fclose(fp);
     }
-    uint32_t id = icx_intern(name);
+    uint32_t id = icx_intern(f, name);
     struct icx_rec_thread *t = icx_frame_put(f, ICX_REC_THREAD, b->tid, sizeof(*t));
     if (t)
         t->name = id;
     b->announced = 1;
 }
 
+/* A ring-internal record: to the module that wrote it. */
+static void icx_ring_record(struct icx_frame *f, const struct icx_rec *r)
+{
+    for (size_t m = 0; m < icx_nmods; m++)
+        if (icx_mods[m]->ring_type == r->type && icx_mods[m]->ring_record) {
+            icx_mods[m]->ring_record(f, r);
+            return;
+        }
+}
+
+/* An EVENT record: into a block of its thread, delta-encoded; then shown to the modules. */
+static void icx_drain_event(struct icx_drain *d, struct icx_tbuf *b, const struct icx_rec *r)
+{
+    const struct icx_rec_event *ev = (const struct icx_rec_event *)r;
+    if (!d->in_block)
+        icx_block_begin(d, b, ev->ts);
+    struct icx_rec_event *out = icx_frame_put(d->f, r->type, r->aux, r->size);
+    if (out) {
+        memcpy(out, r, r->size);
+        out->ts = ev->ts - d->prev_ts;
+        d->prev_ts = ev->ts;
+    }
+    icx_events_written++;
+    for (size_t m = 0; m < icx_nmods; m++)
+        if (icx_mods[m]->drained)
+            icx_mods[m]->drained(d->f, r);
+}
+
 static void icx_drain_one(struct icx_tbuf *b, void *ctx)
 {
     struct icx_drain *d = ctx;
-    icx_verbs_drain_agg(d->f, b);
+    for (size_t m = 0; m < icx_nmods; m++)
+        if (icx_mods[m]->drain_thread)
+            icx_mods[m]->drain_thread(d->f, b);
     uint64_t tail = atomic_load_explicit(&b->tail, memory_order_relaxed);
     uint64_t head = atomic_load_explicit(&b->head, memory_order_acquire);
     if (tail == head)
@@ -304,22 +206,10 @@ static void icx_drain_one(struct icx_tbuf *b, void *ctx)
         uint32_t size = r->size;
         if (size < sizeof(*r) || (size & 7)) /* cannot happen unless memory was corrupted */
             break;
-        if (r->type == ICX_RING_GPU_PENDING) {
-            icx_gpu_pending(r);
-        } else if (r->type == ICX_RING_STACK_RAW) {
-            icx_stack_intern(d->f, r);
+        if (r->type >= ICX_RING_TYPE_MIN) {
+            icx_ring_record(d->f, r);
         } else if (icx_category[r->type & 0xff] == ICX_CAT_EVENT && r->type < 256) {
-            const struct icx_rec_event *ev = (const struct icx_rec_event *)r;
-            if (!d->in_block)
-                icx_block_begin(d, b, ev->ts);
-            struct icx_rec_event *out = icx_frame_put(d->f, r->type, r->aux, size);
-            if (out) {
-                memcpy(out, r, size);
-                out->ts = ev->ts - d->prev_ts;
-                d->prev_ts = ev->ts;
-            }
-            icx_events_written++;
-            icx_cuda_drained(d->f, r);
+            icx_drain_event(d, b, r);
         } else {
             void *out = icx_frame_put(d->f, r->type, r->aux, size);
             if (out)
@@ -336,21 +226,16 @@ static void icx_drain_one(struct icx_tbuf *b, void *ctx)
     atomic_store_explicit(&b->tail, tail, memory_order_release);
 }
 
-/* One flush: rings, CUDA state, notes, clock, loss counters -> one frame. Writer lock held.
- * final: 0 a periodic flush, 1 the last one at exit, 2 the last one before a fatal signal (no
- * waiting for GPU work to land, no symbolization: the signal handler waits a bounded time). */
-static void icx_tick(int final)
+/* One flush: rings, then each module's records, notes, clock, loss counters -> one frame.
+ * Writer lock held. */
+static void icx_tick(enum icx_tick_kind kind)
 {
     struct icx_drain d = {.f = &icx_cur};
     icx_tbuf_drain_all(icx_drain_one, &d);
-    icx_cuda_writer_tick(&icx_cur, final);
-    icx_verbs_writer_tick(&icx_cur);
-    icx_nccl_writer_tick(&icx_cur);
-    icx_placement_tick(&icx_cur);
-    icx_counters_sample(&icx_cur, final);
-    if (final == 1)
-        icx_stack_symbolize(&icx_cur);
-    icx_put_notes(&icx_cur);
+    for (size_t m = 0; m < icx_nmods; m++)
+        if (icx_mods[m]->tick)
+            icx_mods[m]->tick(&icx_cur, kind);
+    icx_notes_put(&icx_cur);
     icx_put_clock(&icx_cur);
     icx_put_lost(&icx_cur);
 }
@@ -381,7 +266,7 @@ static void *icx_writer_main(void *arg)
         pthread_mutex_lock(&icx_wlock);
         if (!icx_ended) {
             int sig = atomic_exchange(&icx_pending_signal, 0);
-            icx_tick(sig > 0 ? 2 : 0);
+            icx_tick(sig > 0 ? ICX_TICK_FATAL : ICX_TICK_PERIODIC);
             if (sig > 0)
                 icx_put_end(128 + sig); /* the process is about to die of it */
             icx_frame_emit();
@@ -462,8 +347,9 @@ static int icx_open_stream(void)
     if (getrandom(&id, sizeof(id), GRND_NONBLOCK) != sizeof(id))
         id = icx_ticks() ^ ((uint64_t)getpid() << 32);
     h->stream_id = id;
-    icx_emit_identity(&icx_cur);
-    icx_counters_sample(&icx_cur, 1); /* the baseline, before the job moves a byte */
+    for (size_t m = 0; m < icx_nmods; m++) /* identity; counter baselines before any traffic */
+        if (icx_mods[m]->stream_begin)
+            icx_mods[m]->stream_begin(&icx_cur);
     icx_put_clock(&icx_cur);
     icx_ended = 0;
     return 0;
@@ -486,8 +372,10 @@ static int icx_spawn_writer(void)
     return 0;
 }
 
-int icx_writer_start(void)
+int icx_writer_start(const struct icx_module *const *mods, size_t nmods)
 {
+    icx_mods = mods;
+    icx_nmods = nmods;
     pthread_mutex_lock(&icx_wlock);
     int rc = icx_open_stream();
     pthread_mutex_unlock(&icx_wlock);
@@ -511,7 +399,7 @@ void icx_writer_stop(int exit_status)
     int saved_guard = icx_self.guard;
     icx_self.guard = 1;
     if (!icx_ended) {
-        icx_tick(1);
+        icx_tick(ICX_TICK_EXIT);
         icx_put_end(exit_status);
         icx_frame_emit(); /* opens the file now for a process that lived less than a flush */
         uint64_t lost = 0;
@@ -548,20 +436,20 @@ void icx_writer_flush_from_signal(int signo, int will_die)
     }
 }
 
-void icx_writer_atfork_prepare(void)
+static void icx_writer_fork_prepare(void)
 {
     pthread_mutex_lock(&icx_wlock);
 }
 
-void icx_writer_atfork_parent(void)
+static void icx_writer_fork_parent(void)
 {
     pthread_mutex_unlock(&icx_wlock);
 }
 
-void icx_writer_atfork_child(void)
+/* The last of the child handlers (first in the table): every other module is reset by now. */
+static void icx_writer_fork_child(void)
 {
     pthread_mutex_init(&icx_wlock, NULL);
-    pthread_mutex_init(&icx_note_lock, NULL);
     icx_thread_started = 0;
     if (icx_wake[0] >= 0) {
         close(icx_wake[0]);
@@ -572,12 +460,6 @@ void icx_writer_atfork_child(void)
         close(icx_fd); /* the parent's stream stays the parent's */
     icx_fd = -1;
     icx_cur.len = 0;
-    for (size_t i = 0; i < icx_strs_cap; i++) {
-        free(icx_strs[i].s);
-        icx_strs[i].s = NULL;
-    }
-    icx_strs_n = 0;
-    icx_next_id = 1;
     icx_events_written = 0;
     if (!icx_cfg.follow_fork || !atomic_load(&icx_active)) {
         atomic_store(&icx_active, 0);
@@ -587,3 +469,10 @@ void icx_writer_atfork_child(void)
     if (icx_output_resolve(1) != 0 || icx_open_stream() != 0 || icx_spawn_writer() != 0)
         atomic_store(&icx_active, 0);
 }
+
+const struct icx_module icx_mod_writer = {
+    .name = "writer",
+    .fork_prepare = icx_writer_fork_prepare,
+    .fork_parent = icx_writer_fork_parent,
+    .fork_child = icx_writer_fork_child,
+};

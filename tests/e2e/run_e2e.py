@@ -104,8 +104,9 @@ def links_by_pair(doc):
 # ---------------------------------------------------------------------------------------------
 
 def test_exports():
-    """libicxtrace.so exports exactly what preload/exports.map names: the CUDA wrappers and
-    dlsym/dlvsym unversioned, each libibverbs wrapper with the version of its node there."""
+    """libicxtrace.so exports exactly the wrapped names of preload/wraps_*.def: the CUDA, NCCL and
+    dl wrappers unversioned, each libibverbs wrapper with its version there; and every API id of
+    include/icx/apis.def is one of them or a verbs entry point reached through an ops table."""
     out = subprocess.run(["nm", "-D", "--defined-only", LIB], capture_output=True, text=True).stdout
     got = {}
     for l in out.splitlines():
@@ -114,15 +115,19 @@ def test_exports():
             continue
         name, _, ver = parts[-1].partition("@@")
         got[name] = ver
-    with open(os.path.join(ROOT, "preload", "exports.map")) as f:
-        text = f.read()
-    want = {n: "" for n in re.findall(r"\b((?:cuda|dl|nccl)\w*)\s*;", text)}
-    for node, body in re.findall(r"(IBVERBS_[\d.]+)\s*\{([^}]*)\}", text):
-        for n in re.findall(r"\b(ibv_\w+)\s*;", body):
-            want[n] = node
-    check("ibv_open_device" in want and "cudaMemcpyPeer" in want and "dlvsym" in want,
-          "exports.map parse found %s" % sorted(want))
+    want, ops = {}, set()
+    for name in sorted(os.listdir(os.path.join(ROOT, "preload"))):
+        if name.startswith("wraps_") and name.endswith(".def"):
+            text = open(os.path.join(ROOT, "preload", name)).read()
+            want.update({n: "" for n in re.findall(r"^ICX_WRAP\((\w+)\)", text, re.M)})
+            want.update(dict(re.findall(r'^ICX_WRAPV\((\w+), "([\w.]+)"\)', text, re.M)))
+            ops.update(re.findall(r"^ICX_OPS\((\w+)\)", text, re.M))
+    check("ibv_open_device" in want and "cudaMemcpyPeer" in want and "dlvsym" in want and
+          "ncclAllReduce" in want, "wraps_*.def parse found %s" % sorted(want))
     check(got == want, "exported %s, expected %s" % (sorted(got.items()), sorted(want.items())))
+    apis = re.findall(r"^ICX_API\(\d+, (\w+)\)", open(os.path.join(ROOT, "include", "icx", "apis.def")).read(), re.M)
+    check(apis and all(a in want or a in ops for a in apis),
+          "API ids not wrapped: %s" % [a for a in apis if a not in want and a not in ops])
 
 
 def test_exact_links_all_timed():

@@ -1,0 +1,19 @@
+/* The writer thread: every ICX_FLUSH_MS it drains the rings, lets each module add its records,
+ * compresses one zstd frame and appends it to the trace file. */
+#ifndef ICX_WRITER_H
+#define ICX_WRITER_H
+
+#include <stddef.h>
+
+struct icx_module;
+
+/* Build the stream's header frame and start the thread; the modules are looped over in order at
+ * every flush.  0, or -errno after a warning (the job then runs untraced). */
+int icx_writer_start(const struct icx_module *const *mods, size_t nmods);
+/* The last flush: every ring, the modules' final records, END with exit_status (-1 unknown). */
+void icx_writer_stop(int exit_status);
+/* From a signal handler: ask the writer for a final frame and wait for it, bounded.  will_die:
+ * the process dies of signo afterwards (END says so). */
+void icx_writer_flush_from_signal(int signo, int will_die);
+
+#endif
