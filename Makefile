@@ -39,9 +39,10 @@ NCCL_PROGS := $(BUILD)/tests/nccl/ddp_loop $(BUILD)/tests/nccl/capture_nccl
 VERBS_PROGS := $(BUILD)/tests/verbs/verbs_loop $(BUILD)/tests/verbs/verbs_loop_dl \
                $(BUILD)/tests/verbs/rail_verbs \
                $(BUILD)/tests/verbs/dl_next
+FORK_TEST := $(BUILD)/tests/fork/fork_locks
 STATIC_TEST := $(if $(wildcard $(CUDA_HOME)/lib64/libcudart_static.a),$(BUILD)/tests/static/static_cudart)
 all: deps-ok $(LIBICX) $(ANALYZE) $(ICXRUN) $(ICXSIM) $(SIM_CUDART) $(SIM_NVML) $(SIM_VERBS) $(SIM_NCCL) $(TEST_PROGS) $(UNIT_PROGS) $(VERBS_PROGS) $(NCCL_PROGS) \
-     $(BENCH_PROGS) $(STATIC_TEST)
+     $(BENCH_PROGS) $(STATIC_TEST) $(FORK_TEST)
 
 # Checked once per build directory; tools/install-deps.sh installs (root) or names what is missing.
 deps-ok: $(BUILD)/.deps-ok
@@ -152,6 +153,13 @@ $(BUILD)/tests/verbs/libnext_%.so: tests/verbs/next_lib.c
 $(BUILD)/tests/verbs/dl_next: tests/verbs/dl_next.c $(BUILD)/tests/verbs/libnext_a.so \
                               $(BUILD)/tests/verbs/libnext_b.so
 	$(CC) $(BASE_CFLAGS) -o $@ $< -L$(BUILD)/tests/verbs -Wl,-rpath,'$$ORIGIN' -Wl,--no-as-needed -lnext_a -lnext_b -ldl
+
+# Fork while the tracer's locks are busy: against the stateless null libraries of bench/.
+$(FORK_TEST): tests/fork/fork_locks.c $(BUILD)/bench/null/libcudart.so.13 \
+              $(BUILD)/bench/null/libnccl.so.2 $(BUILD)/bench/null/libibverbs.so.1
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -o $@ $< -L$(BUILD)/bench/null -l:libcudart.so.13 -l:libnccl.so.2 \
+	    -l:libibverbs.so.1 -lpthread -Wl,-rpath,'$$ORIGIN/../../bench/null'
 
 # Statically linked CUDA runtime (nvcc's default): the tracer must detect it.
 $(BUILD)/tests/static/static_cudart: tests/static/static_cudart.c

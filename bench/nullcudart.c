@@ -1,11 +1,13 @@
 /* Benchmark stand-in for libcudart.so.13: every entry point returns at once, so a benchmark
- * measures only what a preload adds around the call.  Not a simulation: nothing happens. */
+ * measures only what a preload adds around the call.  Not a simulation: nothing happens, and it
+ * keeps no state, so it is safe to call in a fork child (tests/fork/fork_locks uses it so). */
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 
 #define API __attribute__((visibility("default")))
 
 static __thread int dev;
+static _Atomic unsigned long next_alloc;
 static char events[4096];
 static unsigned next_event;
 
@@ -13,6 +15,18 @@ API cudaError_t cudaMemcpyPeerAsync(void *d, int dd, const void *s, int sd, size
                                     cudaStream_t st)
 {
     (void)d, (void)dd, (void)s, (void)sd, (void)n, (void)st;
+    return cudaSuccess;
+}
+/* Distinct fake device addresses, never dereferenced (tests/fork/fork_locks). */
+API cudaError_t cudaMalloc(void **p, size_t n)
+{
+    (void)n;
+    *p = (void *)(uintptr_t)(0x7f0000000000ul + 4096 * ++next_alloc);
+    return cudaSuccess;
+}
+API cudaError_t cudaFree(void *p)
+{
+    (void)p;
     return cudaSuccess;
 }
 API cudaError_t cudaGetDevice(int *d)

@@ -455,6 +455,32 @@ def test_fork():
         check(per_proc == [3, 4], "per process copies %s" % per_proc)
 
 
+def test_fork_with_held_locks():
+    """fork() while other threads hold each module's locks (tests/fork/fork_locks: copies, GPU
+    timing, allocations, NCCL, verbs, thread churn and a 1 ms writer): every child takes each lock
+    again and finishes, untraced and traced (ICX_FOLLOW_FORK=1: then every child's trace is
+    complete).  A build that resets only the writer at fork (-DICX_TEST_FORK_WRITER_ONLY) deadlocks
+    here."""
+    if SANITIZE:
+        raise Skip("ASan's allocator (GCC 12) is not fork-safe with a concurrently allocating thread")
+    prog = os.path.join(BUILD, "tests", "fork", "fork_locks")
+    with tempfile.TemporaryDirectory() as tmp:
+        for follow, forks in ((0, 40), (1, 150)):
+            out = os.path.join(tmp, "f%d" % follow) + "/"
+            env = env_for(tmp, LD_LIBRARY_PATH=None, ICX_FOLLOW_FORK=follow, ICX_FLUSH_MS=1,
+                          ICX_BUFFER_KB=64, ICX_GPU_TIMING="all", ICX_STACKS=0, ICX_QUIET=1,
+                          ICX_OUTPUT=out)
+            p = run([prog, str(forks)], env, timeout=600, check_rc=False)
+            check(p.returncode == 0 and "%d children finished" % forks in p.stdout,
+                  "ICX_FOLLOW_FORK=%d: rc %d %s %s" % (follow, p.returncode, p.stdout, p.stderr[-2000:]))
+            doc, _ = analyze([out], command="summarize")
+            procs = doc["processes"]
+            want = forks + 1 if follow else 1
+            check(len(procs) == want and all(x["complete"] for x in procs),
+                  "ICX_FOLLOW_FORK=%d: %d traces, %d complete, want %d" % (
+                      follow, len(procs), sum(x["complete"] for x in procs), want))
+
+
 def test_buffer_overflow_counted():
     """A tiny ring with a slow writer drops events, and every drop is counted."""
     with tempfile.TemporaryDirectory() as tmp:
