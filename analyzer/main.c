@@ -5,7 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "report.h"
+#include "analysis.h"
+#include "reader.h"
 
 #define ICX_ANALYZE_VERSION "0.1.0"
 
@@ -73,69 +74,39 @@ static void json_header(struct icx_json *j, const char *command)
     icx_json_int(j, "schema", 1);
 }
 
-static int cmd_summarize(FILE *out, const struct icx_opts *o, const struct icx_trace *t)
+/* Every report of `reports`, as text or as one JSON document (docs/JSON.md). */
+static int run_reports(FILE *out, const struct icx_opts *o, const struct icx_trace *t,
+                       const char *command, const struct icx_report *const *reports, size_t n)
 {
-    if (o->json) {
+    struct icx_analysis A = {.t = t};
+    int rc = icx_analysis_compute(&A, reports, n);
+    if (rc == 0 && o->json) {
         struct icx_json j;
         icx_json_begin(&j, out);
         icx_json_obj(&j, NULL);
-        json_header(&j, "summarize");
-        icx_summary_json(&j, t);
+        json_header(&j, command);
+        for (size_t i = 0; i < n; i++)
+            if (reports[i]->json)
+                reports[i]->json(&j, &A);
         icx_json_end(&j);
-    } else {
-        icx_summary_print(out, t);
+    } else if (rc == 0) {
+        for (size_t i = 0; i < n; i++)
+            if (reports[i]->print)
+                reports[i]->print(out, &A);
     }
-    return 0;
+    icx_analysis_free(&A, reports, n);
+    return rc;
+}
+
+static int cmd_summarize(FILE *out, const struct icx_opts *o, const struct icx_trace *t)
+{
+    static const struct icx_report *const summary[] = {&icx_report_summary};
+    return run_reports(out, o, t, "summarize", summary, 1);
 }
 
 static int cmd_analyze(FILE *out, const struct icx_opts *o, const struct icx_trace *t)
 {
-    struct icx_links L;
-    if (icx_links_compute(t, &L) != 0) {
-        fprintf(stderr, "icx-analyze: out of memory computing the link report\n");
-        icx_links_free(&L);
-        return -1;
-    }
-    struct icx_numa N;
-    struct icx_findings F = {0};
-    struct icx_counters C;
-    icx_numa_compute(t, &N, &F);
-    icx_counters_compute(t, &C);
-    icx_counters_over_time(t, &C);
-    struct icx_verbs *V = icx_verbs_compute(t, &F);
-    struct icx_nccl *NC = icx_nccl_compute(t, &F);
-    icx_nccl_explain_counters(NC, &C);
-    if (o->json) {
-        struct icx_json j;
-        icx_json_begin(&j, out);
-        icx_json_obj(&j, NULL);
-        json_header(&j, "analyze");
-        icx_summary_json(&j, t);
-        icx_links_json(&j, &L);
-        icx_topo_json(&j, t, &L);
-        icx_counters_json(&j, &C);
-        icx_numa_json(&j, &N);
-        icx_verbs_json(&j, V);
-        icx_nccl_json(&j, NC);
-        icx_findings_json(&j, &F);
-        icx_json_end(&j);
-    } else {
-        icx_summary_print(out, t);
-        icx_links_print(out, &L);
-        icx_topo_print(out, t, &L);
-        icx_counters_print(out, &C);
-        icx_numa_print(out, &N);
-        icx_verbs_print(out, V);
-        icx_nccl_print(out, NC);
-        icx_findings_print(out, &F);
-    }
-    icx_links_free(&L);
-    icx_numa_free(&N);
-    icx_findings_free(&F);
-    icx_counters_free(&C);
-    icx_verbs_free(V);
-    icx_nccl_free(NC);
-    return 0;
+    return run_reports(out, o, t, "analyze", icx_reports, icx_nreports);
 }
 
 static const struct {

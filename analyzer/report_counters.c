@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "report.h"
+#include "analysis.h"
+#include "format.h"
+#include "report_counters.h"
 
 static struct icx_counter_row *row_for(struct icx_counters *C, const char *host, const char *bus,
                                        int nic)
@@ -130,9 +132,8 @@ static void over_time(const struct icx_trace *t, struct icx_counter_row *r)
     free(v);
 }
 
-void icx_counters_compute(const struct icx_trace *t, struct icx_counters *C)
+static void counters_compute_into(const struct icx_trace *t, struct icx_counters *C)
 {
-    memset(C, 0, sizeof(*C));
     /* The counters are the GPU's, shared by every process on the host: first and last sample. */
     for (size_t i = 0; i < t->nprocs; i++) {
         const struct icx_proc *p = t->procs[i];
@@ -208,7 +209,7 @@ static long long other_bytes(uint64_t counted, uint64_t explained, uint64_t reso
     return llabs(d) <= (long long)resolution ? 0 : d;
 }
 
-void icx_counters_over_time(const struct icx_trace *t, struct icx_counters *C)
+static void counters_over_time(const struct icx_trace *t, struct icx_counters *C)
 {
     for (size_t i = 0; i < C->n; i++)
         over_time(t, &C->rows[i]);
@@ -217,8 +218,9 @@ void icx_counters_over_time(const struct icx_trace *t, struct icx_counters *C)
             t->procs[i]->lost[ICX_LOST_buffer_full] + t->procs[i]->lost[ICX_LOST_no_buffer];
 }
 
-void icx_counters_print(FILE *out, const struct icx_counters *C)
+static void counters_print(FILE *out, const struct icx_analysis *A)
 {
+    const struct icx_counters *C = A->counters;
     int header = 0;
     for (size_t i = 0; i < C->n; i++) {
         const struct icx_counter_row *r = &C->rows[i];
@@ -288,8 +290,9 @@ static void ib_print(FILE *out, const struct icx_counters *C)
     }
 }
 
-void icx_counters_json(struct icx_json *j, const struct icx_counters *C)
+static void counters_json(struct icx_json *j, const struct icx_analysis *A)
 {
+    const struct icx_counters *C = A->counters;
     icx_json_arr(j, "ib_counters");
     for (size_t i = 0; i < C->n; i++) {
         const struct icx_counter_row *r = &C->rows[i];
@@ -340,8 +343,29 @@ void icx_counters_json(struct icx_json *j, const struct icx_counters *C)
     icx_json_end(j);
 }
 
-void icx_counters_free(struct icx_counters *C)
+static void counters_free(struct icx_analysis *A)
 {
-    free(C->rows);
-    memset(C, 0, sizeof(*C));
+    if (A->counters)
+        free(A->counters->rows);
+    free(A->counters);
+    A->counters = NULL;
 }
+
+static int counters_compute(struct icx_analysis *A)
+{
+    if (!(A->counters = calloc(1, sizeof(*A->counters)))) {
+        fprintf(stderr, "icx-analyze: out of memory computing the counter report\n");
+        return -1;
+    }
+    counters_compute_into(A->t, A->counters);
+    counters_over_time(A->t, A->counters);
+    return 0;
+}
+
+const struct icx_report icx_report_counters = {
+    .name = "counters",
+    .compute = counters_compute,
+    .print = counters_print,
+    .json = counters_json,
+    .free = counters_free,
+};

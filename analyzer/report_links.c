@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "report.h"
+#include "analysis.h"
+#include "format.h"
+#include "report_links.h"
 
 static int link_cmp(const void *a, const void *b)
 {
@@ -135,7 +137,7 @@ static void top_stack(struct icx_link_row *r, const struct icx_proc *p, int src,
     }
 }
 
-int icx_links_compute(const struct icx_trace *t, struct icx_links *L)
+static int links_compute_into(const struct icx_trace *t, struct icx_links *L)
 {
     memset(L, 0, sizeof(*L));
     for (size_t i = 0; i < t->nprocs; i++) {
@@ -226,7 +228,7 @@ int icx_links_compute(const struct icx_trace *t, struct icx_links *L)
     return 0;
 }
 
-void icx_links_free(struct icx_links *L)
+static void links_free_rows(struct icx_links *L)
 {
     for (size_t i = 0; i < L->n; i++)
         free(L->rows[i].iv);
@@ -259,8 +261,9 @@ static void fmt_pct(char *buf, size_t len, double x)
         snprintf(buf, len, "-");
 }
 
-void icx_links_print(FILE *out, const struct icx_links *L)
+static void links_print(FILE *out, const struct icx_analysis *A)
 {
+    const struct icx_links *L = A->links;
     const char *host = NULL;
     if (L->active == 0) {
         fprintf(out, "\nNo peer copies between GPUs were recorded.\n");
@@ -315,8 +318,9 @@ void icx_links_print(FILE *out, const struct icx_links *L)
             "  effic = GB/s / capacity; util = bytes / (trace duration x capacity).\n");
 }
 
-void icx_links_json(struct icx_json *j, const struct icx_links *L)
+static void links_json(struct icx_json *j, const struct icx_analysis *A)
 {
+    const struct icx_links *L = A->links;
     icx_json_arr(j, "links");
     for (size_t i = 0; i < L->n; i++) {
         const struct icx_link_row *r = &L->rows[i];
@@ -367,3 +371,28 @@ void icx_links_json(struct icx_json *j, const struct icx_links *L)
     icx_json_num(j, "cv", L->cv);
     icx_json_end(j);
 }
+
+static int links_compute(struct icx_analysis *A)
+{
+    if (!(A->links = calloc(1, sizeof(*A->links))) || links_compute_into(A->t, A->links) != 0) {
+        fprintf(stderr, "icx-analyze: out of memory computing the link report\n");
+        return -1;
+    }
+    return 0;
+}
+
+static void links_free(struct icx_analysis *A)
+{
+    if (A->links)
+        links_free_rows(A->links);
+    free(A->links);
+    A->links = NULL;
+}
+
+const struct icx_report icx_report_links = {
+    .name = "links",
+    .compute = links_compute,
+    .print = links_print,
+    .json = links_json,
+    .free = links_free,
+};

@@ -5,7 +5,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "report.h"
+#include "analysis.h"
+#include "format.h"
+
+/* report_numa.c: placement of GPUs, GPU-driving threads and pinned buffers per process. */
+struct icx_numa_proc {
+    const struct icx_proc *proc;
+    int gpu_node; /* -2 no GPU; -1 several or unknown */
+    char gpu_cpus[256];
+    uint64_t thread_samples_local, thread_samples_remote;
+    uint64_t hcopy_local, hcopy_remote, hcopy_unknown;
+    int remote_buffer_node;
+    int thread_finding, memory_finding;
+};
+struct icx_numa {
+    struct icx_numa_proc *procs;
+    size_t n;
+};
 
 static int dominant_node(const struct icx_rd_thread *t, double *share)
 {
@@ -26,25 +42,8 @@ static const struct icx_host_buffer *find_buffer(const struct icx_proc *p, uint6
     return hit;
 }
 
-void icx_finding_add(struct icx_findings *F, const char *kind, const struct icx_proc *p,
-                        const char *evidence, const char *fix)
-{
-    struct icx_finding *n = realloc(F->v, (F->n + 1) * sizeof(*n));
-    if (!n)
-        return;
-    F->v = n;
-    struct icx_finding *f = &F->v[F->n++];
-    memset(f, 0, sizeof(*f));
-    snprintf(f->kind, sizeof(f->kind), "%s", kind);
-    f->pid = p->pid;
-    f->rank = p->rank;
-    snprintf(f->host, sizeof(f->host), "%s", p->host ? p->host : "");
-    snprintf(f->evidence, sizeof(f->evidence), "%s", evidence);
-    snprintf(f->fix, sizeof(f->fix), "%s", fix);
-}
-
 /* Per process: GPU node set, traffic split, and the findings. */
-void icx_numa_compute(const struct icx_trace *t, struct icx_numa *N, struct icx_findings *F)
+static void numa_compute_into(const struct icx_trace *t, struct icx_numa *N, struct icx_findings *F)
 {
     memset(N, 0, sizeof(*N));
     N->procs = calloc(t->nprocs ? t->nprocs : 1, sizeof(*N->procs));
@@ -130,8 +129,9 @@ void icx_numa_compute(const struct icx_trace *t, struct icx_numa *N, struct icx_
     }
 }
 
-void icx_numa_print(FILE *out, const struct icx_numa *N)
+static void numa_print(FILE *out, const struct icx_analysis *A)
 {
+    const struct icx_numa *N = A->numa;
     int header = 0;
     for (size_t i = 0; i < N->n; i++) {
         const struct icx_numa_proc *np = &N->procs[i];
@@ -163,8 +163,9 @@ void icx_numa_print(FILE *out, const struct icx_numa *N)
     }
 }
 
-void icx_numa_json(struct icx_json *j, const struct icx_numa *N)
+static void numa_json(struct icx_json *j, const struct icx_analysis *A)
 {
+    const struct icx_numa *N = A->numa;
     icx_json_arr(j, "placement");
     for (size_t i = 0; i < N->n; i++) {
         const struct icx_numa_proc *np = &N->procs[i];
@@ -237,52 +238,28 @@ void icx_numa_json(struct icx_json *j, const struct icx_numa *N)
     icx_json_end(j);
 }
 
-void icx_numa_free(struct icx_numa *N)
+static void numa_free(struct icx_analysis *A)
 {
-    free(N->procs);
-    memset(N, 0, sizeof(*N));
+    if (A->numa)
+        free(A->numa->procs);
+    free(A->numa);
+    A->numa = NULL;
 }
 
-void icx_findings_print(FILE *out, const struct icx_findings *F)
+static int numa_compute(struct icx_analysis *A)
 {
-    if (!F->n) {
-        fprintf(out, "\nFindings: none\n");
-        return;
+    if (!(A->numa = calloc(1, sizeof(*A->numa)))) {
+        fprintf(stderr, "icx-analyze: out of memory computing the placement report\n");
+        return -1;
     }
-    fprintf(out, "\nFindings\n");
-    for (size_t i = 0; i < F->n; i++) {
-        const struct icx_finding *f = &F->v[i];
-        fprintf(out, "  [%s] %s", f->kind, f->host);
-        if (f->pid >= 0) /* -1: a finding about the host (its NICs), not one process */
-            fprintf(out, " pid %d", f->pid);
-        if (f->rank >= 0)
-            fprintf(out, " rank %d", f->rank);
-        fprintf(out, ": %s\n    fix: %s\n", f->evidence, f->fix);
-    }
+    numa_compute_into(A->t, A->numa, &A->findings);
+    return 0;
 }
 
-void icx_findings_json(struct icx_json *j, const struct icx_findings *F)
-{
-    icx_json_arr(j, "findings");
-    for (size_t i = 0; i < F->n; i++) {
-        const struct icx_finding *f = &F->v[i];
-        icx_json_obj(j, NULL);
-        icx_json_str(j, "kind", f->kind);
-        icx_json_str(j, "host", f->host);
-        icx_json_int(j, "pid", f->pid);
-        icx_json_arr(j, "ranks");
-        if (f->rank >= 0)
-            icx_json_int(j, NULL, f->rank);
-        icx_json_end(j);
-        icx_json_str(j, "evidence", f->evidence);
-        icx_json_str(j, "fix", f->fix);
-        icx_json_end(j);
-    }
-    icx_json_end(j);
-}
-
-void icx_findings_free(struct icx_findings *F)
-{
-    free(F->v);
-    memset(F, 0, sizeof(*F));
-}
+const struct icx_report icx_report_numa = {
+    .name = "placement",
+    .compute = numa_compute,
+    .print = numa_print,
+    .json = numa_json,
+    .free = numa_free,
+};

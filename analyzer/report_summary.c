@@ -3,18 +3,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "report.h"
-
-void icx_fmt_bytes(char *buf, size_t len, double b)
-{
-    static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int u = 0;
-    while (b >= 1024 && u < 4) {
-        b /= 1024;
-        u++;
-    }
-    snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", b, unit[u]);
-}
+#include "analysis.h"
+#include "format.h"
 
 static uint64_t lost_total(const struct icx_proc *p)
 {
@@ -24,8 +14,9 @@ static uint64_t lost_total(const struct icx_proc *p)
     return n;
 }
 
-void icx_summary_print(FILE *out, const struct icx_trace *t)
+static void summary_print(FILE *out, const struct icx_analysis *A)
 {
+    const struct icx_trace *t = A->t;
     fprintf(out, "icxtrace report: %zu process%s from %zu input%s\n", t->nprocs,
             t->nprocs == 1 ? "" : "es", t->ninputs, t->ninputs == 1 ? "" : "s");
     for (size_t i = 0; i < t->ninputs; i++) {
@@ -58,8 +49,9 @@ void icx_summary_print(FILE *out, const struct icx_trace *t)
     }
 }
 
-void icx_summary_json(struct icx_json *j, const struct icx_trace *t)
+static void summary_json(struct icx_json *j, const struct icx_analysis *A)
 {
+    const struct icx_trace *t = A->t;
     icx_json_arr(j, "inputs");
     for (size_t i = 0; i < t->ninputs; i++) {
         const struct icx_input *in = &t->inputs[i];
@@ -124,3 +116,9 @@ void icx_summary_json(struct icx_json *j, const struct icx_trace *t)
     }
     icx_json_end(j);
 }
+
+const struct icx_report icx_report_summary = {
+    .name = "summary",
+    .print = summary_print,
+    .json = summary_json,
+};

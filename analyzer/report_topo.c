@@ -5,7 +5,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "report.h"
+#include "analysis.h"
+#include "report_links.h"
 
 static const struct icx_rd_link *find_link(const struct icx_proc *p, int a, int b)
 {
@@ -49,8 +50,10 @@ static int gpus_of(const struct icx_proc *p, int *out)
     return n;
 }
 
-void icx_topo_print(FILE *out, const struct icx_trace *t, const struct icx_links *L)
+static void topo_print(FILE *out, const struct icx_analysis *A)
 {
+    const struct icx_trace *t = A->t;
+    const struct icx_links *L = A->links;
     for (size_t i = 0; i < t->nprocs; i++) {
         const struct icx_proc *p = t->procs[i];
         int g[ICX_RD_MAX_DEV], n = gpus_of(p, g);
@@ -88,8 +91,10 @@ void icx_topo_print(FILE *out, const struct icx_trace *t, const struct icx_links
     }
 }
 
-void icx_topo_json(struct icx_json *j, const struct icx_trace *t, const struct icx_links *L)
+static void topo_json(struct icx_json *j, const struct icx_analysis *A)
 {
+    const struct icx_trace *t = A->t;
+    const struct icx_links *L = A->links;
     icx_json_arr(j, "topology");
     for (size_t i = 0; i < t->nprocs; i++) {
         const struct icx_proc *p = t->procs[i];
@@ -147,3 +152,10 @@ void icx_topo_json(struct icx_json *j, const struct icx_trace *t, const struct i
     }
     icx_json_end(j);
 }
+
+/* Needs the links report (before it in the table). */
+const struct icx_report icx_report_topo = {
+    .name = "topology",
+    .print = topo_print,
+    .json = topo_json,
+};

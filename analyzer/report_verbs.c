@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "report.h"
+#include "analysis.h"
 
-#define NCLASS 48
+#define NCLASS 48 /* size classes reported per NIC (icx/format_util.h) */
 
 struct vqp_row {
     const struct icx_proc *p;
@@ -453,7 +453,7 @@ static void gpu_nic_matrix(struct icx_verbs *V, const struct icx_trace *t)
     }
 }
 
-struct icx_verbs *icx_verbs_compute(const struct icx_trace *t, struct icx_findings *F)
+static struct icx_verbs *verbs_compute_new(const struct icx_trace *t, struct icx_findings *F)
 {
     struct icx_verbs *V = calloc(1, sizeof(*V));
     if (!V)
@@ -571,8 +571,9 @@ struct icx_verbs *icx_verbs_compute(const struct icx_trace *t, struct icx_findin
     return V;
 }
 
-void icx_verbs_print(FILE *out, const struct icx_verbs *V)
+static void verbs_print(FILE *out, const struct icx_analysis *A)
 {
+    const struct icx_verbs *V = A->verbs;
     if (!V || (!V->nqps && !V->nnics))
         return;
     if (!V->nqps) { /* NICs present, no process used verbs: one line, not a table of zeros */
@@ -636,8 +637,9 @@ void icx_verbs_print(FILE *out, const struct icx_verbs *V)
                 (unsigned long long)V->pairs[i].bytes);
 }
 
-void icx_verbs_json(struct icx_json *j, const struct icx_verbs *V)
+static void verbs_json(struct icx_json *j, const struct icx_analysis *A)
 {
+    const struct icx_verbs *V = A->verbs;
     icx_json_obj(j, "verbs");
     icx_json_arr(j, "nics");
     for (size_t i = 0; V && i < V->nnics; i++) {
@@ -749,8 +751,10 @@ void icx_verbs_json(struct icx_json *j, const struct icx_verbs *V)
     icx_json_end(j);
 }
 
-void icx_verbs_free(struct icx_verbs *V)
+static void verbs_free(struct icx_analysis *A)
 {
+    struct icx_verbs *V = A->verbs;
+    A->verbs = NULL;
     if (!V)
         return;
     for (size_t i = 0; i < V->nnics; i++)
@@ -761,3 +765,18 @@ void icx_verbs_free(struct icx_verbs *V)
     free(V->pairs);
     free(V);
 }
+
+/* Out of memory leaves no verbs report (the others still run), as a trace without verbs would. */
+static int verbs_compute(struct icx_analysis *A)
+{
+    A->verbs = verbs_compute_new(A->t, &A->findings);
+    return 0;
+}
+
+const struct icx_report icx_report_verbs = {
+    .name = "verbs",
+    .compute = verbs_compute,
+    .print = verbs_print,
+    .json = verbs_json,
+    .free = verbs_free,
+};

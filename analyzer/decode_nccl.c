@@ -2,12 +2,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "reader.h"
+#include "decode.h"
 
-void icx_read_nccl(struct icx_proc *p, const struct icx_rec *r, size_t size, int64_t ts,
-                   uint32_t tid)
+/* One part of an NCCL_DUMP: part 0 starts a text (of kind and communicator), later parts extend
+ * it up to its announced size; debug lines (kind 3) come in chunks over time, kept as one text. */
+static void dump_part(struct icx_proc *p, const struct icx_rec *r, size_t size, const char *part);
+
+void icx_decode_nccl(struct icx_proc *p, const struct icx_rec *r, size_t size,
+                     struct icx_decode_ctx *ctx)
 {
-    if (r->type == ICX_REC_NCCL_COMM && size >= sizeof(struct icx_rec_nccl_comm) &&
+    int64_t ts = ctx->ts;
+    uint32_t tid = ctx->tid;
+    if (r->type == ICX_REC_NCCL_DUMP) {
+        if (size >= ICX_NCCL_DUMP_SIZE_1_2 && r->aux >= 1 && r->aux <= 3)
+            dump_part(p, r, size,
+                      icx_proc_string(p, ((const struct icx_rec_nccl_dump *)r)->text));
+    } else if (r->type == ICX_REC_NCCL_COMM && size >= sizeof(struct icx_rec_nccl_comm) &&
         !icx_grow((void **)&p->ncomms, &p->cap_ncomms, p->nncomms, sizeof(*p->ncomms))) {
         const struct icx_rec_nccl_comm *x = (const void *)r;
         p->ncomms[p->nncomms++] =
@@ -37,9 +47,7 @@ void icx_read_nccl(struct icx_proc *p, const struct icx_rec *r, size_t size, int
     }
 }
 
-/* One part of an NCCL_DUMP: part 0 starts a text (of kind and communicator), later parts extend
- * it up to its announced size; debug lines (kind 3) come in chunks over time, kept as one text. */
-void icx_read_nccl_dump(struct icx_proc *p, const struct icx_rec *r, size_t size, const char *part)
+static void dump_part(struct icx_proc *p, const struct icx_rec *r, size_t size, const char *part)
 {
     const struct icx_rec_nccl_dump *x = (const void *)r;
     int kind = (int)r->aux;
@@ -66,19 +74,6 @@ void icx_read_nccl_dump(struct icx_proc *p, const struct icx_rec *r, size_t size
         memcpy(n + have, part, add + 1);
         d->text = n;
     }
-}
-
-const char *icx_nccl_dump_for(const struct icx_proc *p, int kind, uint64_t comm_id)
-{
-    const char *any = NULL;
-    for (size_t i = p->ndumps; i-- > 0;)
-        if (p->dumps[i].kind == kind && p->dumps[i].text) {
-            if (p->dumps[i].comm_id == comm_id)
-                return p->dumps[i].text;
-            if (!p->dumps[i].comm_id && !any)
-                any = p->dumps[i].text;
-        }
-    return any;
 }
 
 struct group_span {
@@ -119,13 +114,13 @@ static void gpu_state(const struct icx_proc *p, struct icx_rd_ncall *c)
     }
 }
 
-void icx_nccl_finish(struct icx_proc *p)
+void icx_decode_nccl_finish(struct icx_proc *p)
 {
     for (size_t i = 0; i < p->nncomms; i++)
-        p->ncomms[i].t = (p->slope * (double)p->ncomms[i].ts + p->intercept) / 1e9;
+        p->ncomms[i].t = icx_proc_seconds(p, p->ncomms[i].ts);
     for (size_t i = 0; i < p->nncalls; i++) {
         struct icx_rd_ncall *c = &p->ncalls[i];
-        c->t_enter = (p->slope * (double)c->ts + p->intercept) / 1e9;
+        c->t_enter = icx_proc_seconds(p, c->ts);
         c->t_exit = c->t_enter + p->slope * (double)c->dur / 1e9;
     }
     /* Calls in a group take the span of their group's ncclGroupEnd (group ids are unique in a

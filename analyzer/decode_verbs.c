@@ -3,7 +3,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "reader.h"
+#include "icx/format_util.h"
+
+#include "decode.h"
 
 static struct icx_rd_vqp *vqp_get(struct icx_proc *p, uint16_t ctx, uint32_t qpn)
 {
@@ -27,21 +29,17 @@ static void traffic_add(struct icx_proc *p, const struct icx_rd_vtraffic *t)
         p->vtraffic[p->nvtraffic++] = *t;
 }
 
-static unsigned size_class(uint64_t b)
+void icx_decode_verbs(struct icx_proc *p, const struct icx_rec *r, size_t size,
+                      struct icx_decode_ctx *ctx)
 {
-    return b == 0 ? 0 : b == 1 ? 1 : 65u - (unsigned)__builtin_clzll(b - 1);
-}
-
-void icx_read_verbs(struct icx_proc *p, const struct icx_rec *r, size_t size, int64_t ts,
-                    const char *(*str)(const struct icx_proc *, uint32_t))
-{
+    int64_t ts = ctx->ts;
     switch (r->type) {
     case ICX_REC_VERBS_DEVICE:
         if (size >= sizeof(struct icx_rec_verbs_device) && r->aux < ICX_RD_MAX_VCTX) {
             const struct icx_rec_verbs_device *x = (const void *)r;
             struct icx_rd_vctx *v = &p->vctx[r->aux];
             v->present = 1;
-            snprintf(v->name, sizeof(v->name), "%s", str(p, x->name));
+            snprintf(v->name, sizeof(v->name), "%s", icx_proc_string(p, x->name));
             v->guid = x->node_guid;
             v->nports = x->nports;
         }
@@ -107,7 +105,7 @@ void icx_read_verbs(struct icx_proc *p, const struct icx_rec *r, size_t size, in
         if (size >= sizeof(struct icx_rec_verbs_wr)) {
             const struct icx_rec_verbs_wr *x = (const void *)r;
             struct icx_rd_vtraffic t = {x->ctx, x->qp_num, x->kind, x->opcode,
-                                        (uint8_t)size_class(x->bytes), 1, 1, x->bytes,
+                                        (uint8_t)icx_size_class(x->bytes), 1, 1, x->bytes,
                                         (x->send_flags & 2u) != 0, ts, 0, 0};
             traffic_add(p, &t);
         }
@@ -130,7 +128,7 @@ void icx_read_verbs(struct icx_proc *p, const struct icx_rec *r, size_t size, in
             }
             uint64_t bytes = (x->opcode & 128) ? x->byte_len : 0;
             struct icx_rd_vtraffic t = {x->ctx, x->qp_num, ICX_VK_COMPLETION, x->opcode,
-                                        (uint8_t)size_class(bytes), 1, 1, bytes, 0, ts, 0, 0};
+                                        (uint8_t)icx_size_class(bytes), 1, 1, bytes, 0, ts, 0, 0};
             traffic_add(p, &t);
         }
         break;
@@ -138,51 +136,11 @@ void icx_read_verbs(struct icx_proc *p, const struct icx_rec *r, size_t size, in
     }
 }
 
-void icx_verbs_finish(struct icx_proc *p)
+void icx_decode_verbs_finish(struct icx_proc *p)
 {
     for (size_t i = 0; i < p->nvtraffic; i++) {
         struct icx_rd_vtraffic *t = &p->vtraffic[i];
         if (t->is_event)
-            t->t0 = t->t1 = (p->slope * (double)t->ts + p->intercept) / 1e9;
+            t->t0 = t->t1 = icx_proc_seconds(p, t->ts);
     }
-}
-
-const char *icx_verbs_opcode_name(unsigned kind, unsigned op)
-{
-    if (kind == ICX_VK_RECV || kind == ICX_VK_SRQ_RECV)
-        return "RECV_POSTED";
-    if (kind == ICX_VK_COMPLETION) {
-        switch (op) {
-        case 0: return "WC_SEND";
-        case 1: return "WC_RDMA_WRITE";
-        case 2: return "WC_RDMA_READ";
-        case 3: return "WC_COMP_SWAP";
-        case 4: return "WC_FETCH_ADD";
-        case 128: return "WC_RECV";
-        case 129: return "WC_RECV_RDMA_WITH_IMM";
-        default: return "WC_OTHER";
-        }
-    }
-    switch (op) {
-    case 0: return "RDMA_WRITE";
-    case 1: return "RDMA_WRITE_WITH_IMM";
-    case 2: return "SEND";
-    case 3: return "SEND_WITH_IMM";
-    case 4: return "RDMA_READ";
-    case 5: return "ATOMIC_CMP_AND_SWP";
-    case 6: return "ATOMIC_FETCH_AND_ADD";
-    case 9: return "SEND_WITH_INV";
-    default: return "OTHER";
-    }
-}
-
-const char *icx_wc_status_name(unsigned s)
-{
-    static const char *const names[] = {
-        "SUCCESS", "LOC_LEN_ERR", "LOC_QP_OP_ERR", "LOC_EEC_OP_ERR", "LOC_PROT_ERR",
-        "WR_FLUSH_ERR", "MW_BIND_ERR", "BAD_RESP_ERR", "LOC_ACCESS_ERR", "REM_INV_REQ_ERR",
-        "REM_ACCESS_ERR", "REM_OP_ERR", "RETRY_EXC_ERR", "RNR_RETRY_EXC_ERR", "LOC_RDD_VIOL_ERR",
-        "REM_INV_RD_REQ_ERR", "REM_ABORT_ERR", "INV_EECN_ERR", "INV_EEC_STATE_ERR", "FATAL_ERR",
-        "RESP_TIMEOUT_ERR", "GENERAL_ERR", "TM_ERR", "TM_RNDV_INCOMPLETE"};
-    return s < sizeof(names) / sizeof(names[0]) ? names[s] : "UNKNOWN";
 }

@@ -1,0 +1,29 @@
+/* Findings (findings.h): every report adds to one list. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "findings.h"
+
+void icx_finding_add(struct icx_findings *F, const char *kind, const struct icx_proc *p,
+                        const char *evidence, const char *fix)
+{
+    struct icx_finding *n = realloc(F->v, (F->n + 1) * sizeof(*n));
+    if (!n)
+        return;
+    F->v = n;
+    struct icx_finding *f = &F->v[F->n++];
+    memset(f, 0, sizeof(*f));
+    snprintf(f->kind, sizeof(f->kind), "%s", kind);
+    f->pid = p->pid;
+    f->rank = p->rank;
+    snprintf(f->host, sizeof(f->host), "%s", p->host ? p->host : "");
+    snprintf(f->evidence, sizeof(f->evidence), "%s", evidence);
+    snprintf(f->fix, sizeof(f->fix), "%s", fix);
+}
+
+void icx_findings_free(struct icx_findings *F)
+{
+    free(F->v);
+    memset(F, 0, sizeof(*F));
+}

@@ -1,0 +1,175 @@
+/* The NCCL report, part: hangs and post-mortems -- which collective the ranks still inside one wait
+ * in, and which ranks never reached it. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nccl_model.h"
+
+/* The NCCL calls process p was inside when its trace ended: per thread, a pending (entry) record
+ * with no return record after it on that thread; and calls whose GPU work was still running.
+ * Returns how many, filling out[] (indices). */
+static size_t in_flight(const struct icx_proc *p, size_t *out, size_t max)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < p->nncalls; i++) {
+        const struct icx_rd_ncall *c = &p->ncalls[i];
+        if (!c->pending)
+            continue;
+        int returned = 0;
+        for (size_t k = i + 1; k < p->nncalls && !returned; k++) {
+            const struct icx_rd_ncall *x = &p->ncalls[k];
+            if (x->tid != c->tid)
+                continue;
+            returned = !x->pending && x->api == c->api && x->seq == c->seq;
+            if (x->pending) /* the thread entered another call: this one had returned */
+                returned = 1;
+        }
+        if (!returned && n < max)
+            out[n++] = i;
+    }
+    /* Returned (NCCL only enqueued it) but its GPU work never finished: running when the trace
+     * ended.  Queued work (not started) is behind something else and is not where a rank waits.
+     * Without a final flush a span may just not have been written yet: only calls older than a
+     * second before the trace's end count then. */
+    for (size_t i = 0; i < p->nncalls; i++) {
+        const struct icx_rd_ncall *c = &p->ncalls[i];
+        if (c->pending || c->api == ICX_API_ncclGroupEnd)
+            continue;
+        if ((c->gpu == ICX_GPU_RUNNING ||
+             (c->gpu == ICX_GPU_UNKNOWN && !p->ended && c->t_enter < p->t_last - 1.0)) &&
+            n < max)
+            out[n++] = i;
+    }
+    return n;
+}
+
+static const char *end_of(const struct icx_proc *p, char *buf, size_t len)
+{
+    if (!p->ended)
+        snprintf(buf, len, "its trace stops there (the process was killed without a flush)");
+    else if (p->exit_status > 128)
+        snprintf(buf, len, "it was ended by signal %d", p->exit_status - 128);
+    else
+        snprintf(buf, len, "it exited with status %d", p->exit_status);
+    return buf;
+}
+
+void icx_nccl_hangs(const struct icx_trace *t, struct icx_nccl *N, struct icx_findings *F)
+{
+    double t0 = INFINITY;
+    for (size_t i = 0; i < t->nprocs; i++)
+        if (t->procs[i]->nclocks)
+            t0 = fmin(t0, (double)t->procs[i]->clocks[0].real_ns / 1e9);
+    for (size_t ci = 0; ci < N->n; ci++) {
+        struct comm *c = &N->v[ci];
+        struct stuck *s = &c->stuck;
+        /* who is inside which collective of this communicator */
+        for (size_t i = 0; i < t->nprocs; i++) {
+            const struct icx_proc *p = t->procs[i];
+            size_t fl[64], nf = in_flight(p, fl, 64);
+            for (size_t k = 0; k < nf; k++) {
+                const struct icx_rd_ncall *x = &p->ncalls[fl[k]];
+                const struct icx_rd_ncomm *cm = icx_nccl_comm_of(p, x->comm, x->t_enter);
+                int op = icx_nccl_op_of(x->api);
+                if (!cm || cm->comm_id != c->id || op >= 8)
+                    continue;
+                if (!s->nwaiting || x->seq < s->seq) { /* the earliest collective anyone waits in */
+                    free(s->waiting);
+                    s->waiting = NULL;
+                    s->nwaiting = s->ongpu = s->unknown = s->behind = 0;
+                    s->seq = x->seq;
+                    s->op = op;
+                    s->since = INFINITY;
+                }
+                if (x->seq != s->seq)
+                    continue;
+                int *w = realloc(s->waiting, (size_t)(s->nwaiting + 1) * sizeof(int));
+                if (!w)
+                    continue;
+                s->waiting = w;
+                s->waiting[s->nwaiting++] = cm->rank;
+                s->ongpu += x->gpu == ICX_GPU_RUNNING;
+                s->unknown += !x->pending && x->gpu == ICX_GPU_UNKNOWN;
+                /* behind another of this process's stuck calls, issued earlier on the same stream
+                 * on another communicator: it cannot have started */
+                int behind = 0;
+                for (size_t q = 0; !x->pending && q < nf && !behind; q++) {
+                    const struct icx_rd_ncall *y = &p->ncalls[fl[q]];
+                    const struct icx_rd_ncomm *cy = icx_nccl_comm_of(p, y->comm, y->t_enter);
+                    behind = y != x && y->stream == x->stream && y->t_enter < x->t_enter && cy &&
+                             cy->comm_id != c->id;
+                }
+                s->behind += behind;
+                double since = x->gpu == ICX_GPU_RUNNING ? x->gpu_start : x->t_enter;
+                s->since = fmin(s->since, since + icx_nccl_wall_offset(p) - t0);
+            }
+        }
+        if (!s->nwaiting || s->behind == s->nwaiting)
+            continue; /* nobody, or every waiter is queued behind a stuck call elsewhere */
+        /* who never got there: traced ranks whose last collective on it is before seq */
+        char who[1000] = "", ev[1400], end[128];
+        int len = 0;
+        for (size_t i = 0; i < t->nprocs; i++) {
+            const struct icx_proc *p = t->procs[i];
+            int rank = -1;
+            uint64_t last_seq = 0;
+            int last_op = 11;
+            const struct icx_rd_ncall *last = NULL;
+            for (size_t k = 0; k < p->nncalls; k++) {
+                const struct icx_rd_ncall *x = &p->ncalls[k];
+                const struct icx_rd_ncomm *cm = icx_nccl_comm_of(p, x->comm, x->t_enter);
+                if (!cm || cm->comm_id != c->id)
+                    continue;
+                rank = cm->rank;
+                if (icx_nccl_op_of(x->api) < 8 && x->seq > last_seq) {
+                    last_seq = x->seq;
+                    last_op = icx_nccl_op_of(x->api);
+                }
+                last = x;
+            }
+            if (rank < 0 || last_seq >= s->seq)
+                continue;
+            int *m = realloc(s->missing, (size_t)(s->nmissing + 1) * sizeof(int));
+            if (!m)
+                continue;
+            s->missing = m;
+            s->missing[s->nmissing++] = rank;
+            const struct icx_rd_ncall *any = p->nncalls ? &p->ncalls[p->nncalls - 1] : last;
+            if (len < (int)sizeof(who) - 200)
+                len += snprintf(who + len, sizeof(who) - (size_t)len,
+                                "%srank %d (%s pid %d) reached %s #%llu last; its last NCCL call "
+                                "was %s at %.3f s; %s", s->nmissing > 1 ? "; " : "", rank,
+                                p->host ? p->host : "?", p->pid, icx_nccl_op_names[last_op],
+                                (unsigned long long)last_seq,
+                                any ? icx_nccl_op_names[icx_nccl_op_of(any->api)] : "none",
+                                any ? any->t_enter + icx_nccl_wall_offset(p) - t0 : 0.0,
+                                end_of(p, end, sizeof(end)));
+        }
+        snprintf(ev, sizeof(ev), "%d of %d ranks wait in %s #%llu of communicator %016llx since "
+                 "%.3f s into the job (%d inside its GPU work, %d in the host call, %d with GPU work "
+                 "not known to have finished); %s",
+                 s->nwaiting, c->nranks, icx_nccl_op_names[s->op], (unsigned long long)s->seq,
+                 (unsigned long long)c->id, s->since, s->ongpu,
+                 s->nwaiting - s->ongpu - s->unknown, s->unknown,
+                 s->nmissing ? who : "every traced rank entered it (an untraced rank or the "
+                                     "network is missing)");
+        /* one finding per missing rank (its host and pid), or one for the communicator */
+        for (int m = 0; m < s->nmissing || (m == 0 && !s->nmissing); m++) {
+            const struct icx_proc *p = NULL;
+            for (size_t i = 0; s->nmissing && i < t->nprocs && !p; i++)
+                for (size_t k = 0; k < t->procs[i]->nncomms && !p; k++)
+                    if (t->procs[i]->ncomms[k].comm_id == c->id &&
+                        t->procs[i]->ncomms[k].rank == s->missing[m])
+                        p = t->procs[i];
+            struct icx_proc none = {0};
+            none.pid = -1;
+            none.rank = s->nmissing ? s->missing[m] : -1;
+            icx_finding_add(F, "hang", p ? p : &none, ev,
+                            "find what the named rank is doing instead (py-spy or gdb on it: a "
+                            "dead-locked data loader, an exception swallowed on that rank, a "
+                            "collective issued in a different order); the others cannot proceed");
+        }
+    }
+}

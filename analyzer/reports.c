@@ -1,0 +1,25 @@
+/* The report table of `icx-analyze analyze` (analysis.h): output order, which is also compute
+ * order -- each report may use those before it. */
+#include "analysis.h"
+
+const struct icx_report *const icx_reports[] = {
+    &icx_report_summary, &icx_report_links, &icx_report_topo,  &icx_report_counters,
+    &icx_report_numa,    &icx_report_verbs, &icx_report_nccl,  &icx_report_findings,
+};
+const size_t icx_nreports = sizeof(icx_reports) / sizeof(icx_reports[0]);
+
+int icx_analysis_compute(struct icx_analysis *A, const struct icx_report *const *reports, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (reports[i]->compute && reports[i]->compute(A) != 0)
+            return -1;
+    return 0;
+}
+
+void icx_analysis_free(struct icx_analysis *A, const struct icx_report *const *reports, size_t n)
+{
+    for (size_t i = n; i-- > 0;)
+        if (reports[i]->free)
+            reports[i]->free(A);
+    icx_findings_free(&A->findings);
+}
