@@ -167,7 +167,7 @@ $(BUILD)/tests/static/static_cudart: tests/static/static_cudart.c
 	$(CC) $(CSTD) $(OPT) -I$(CUDA_HOME)/include -o $@ $< $(CUDA_HOME)/lib64/libcudart_static.a \
 	    -ldl -lpthread -lrt
 
-$(BUILD)/tests/unit_%: tests/unit/%.c $(BUILD)/lib/libicxreader.a
+$(BUILD)/tests/unit_%: tests/unit/%.c $(wildcard tests/unit/*.h) $(BUILD)/lib/libicxreader.a
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -Ianalyzer -Ipreload -o $@ $< $(BUILD)/lib/libicxreader.a -lzstd -lm
 

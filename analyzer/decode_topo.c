@@ -53,12 +53,15 @@ void icx_decode_topo(struct icx_proc *p, const struct icx_rec *r, size_t size,
         }
         break;
     case ICX_REC_NVLINK_COUNTERS:
-        if (size >= sizeof(struct icx_rec_nvlink_counters) &&
+        if (size >= ICX_NVLINK_COUNTERS_SIZE_1_3 &&
             !icx_grow((void **)&p->csamples, &p->cap_csamples, p->ncsamples, sizeof(*p->csamples))) {
             const struct icx_rec_nvlink_counters *x = (const void *)r;
             struct icx_counter_sample *c = &p->csamples[p->ncsamples++];
             memset(c, 0, sizeof(*c));
             c->t = (double)x->mono_ns / 1e9;
+            c->t_read = size >= sizeof(*x) && x->read_end_ns >= x->mono_ns
+                            ? (double)x->read_end_ns / 1e9
+                            : c->t;
             snprintf(c->bus, sizeof(c->bus), "%s", icx_proc_string(p, x->pci_bus_id));
             c->tx = x->tx_bytes;
             c->rx = x->rx_bytes;
@@ -87,12 +90,15 @@ void icx_decode_topo(struct icx_proc *p, const struct icx_rec *r, size_t size,
         }
         break;
     case ICX_REC_IB_COUNTERS:
-        if (size >= sizeof(struct icx_rec_ib_counters) && r->aux < ICX_RD_MAX_NICS &&
+        if (size >= ICX_IB_COUNTERS_SIZE_1_3 && r->aux < ICX_RD_MAX_NICS &&
             !icx_grow((void **)&p->csamples, &p->cap_csamples, p->ncsamples, sizeof(*p->csamples))) {
             const struct icx_rec_ib_counters *x = (const void *)r;
             struct icx_counter_sample *c = &p->csamples[p->ncsamples++];
             memset(c, 0, sizeof(*c));
             c->t = (double)x->mono_ns / 1e9;
+            c->t_read = size >= sizeof(*x) && x->read_end_ns >= x->mono_ns
+                            ? (double)x->read_end_ns / 1e9
+                            : c->t;
             c->nic = 1;
             snprintf(c->bus, sizeof(c->bus), "%s", p->nics[r->aux].name);
             c->rate_mbps = p->nics[r->aux].rate_mbps;

@@ -78,7 +78,8 @@ struct icx_rd_nic {
 };
 
 struct icx_counter_sample {
-    double t; /* monotonic s */
+    double t;      /* monotonic s: when the counters' reads began */
+    double t_read; /* when they ended (before format 1.4: t) */
     int nic;  /* 0: a GPU's NVLink counters (bus = PCI address); 1: an IB port (bus = NIC name) */
     uint64_t xmit_wait, discards; /* IB only */
     uint32_t rate_mbps;           /* IB only: port rate */

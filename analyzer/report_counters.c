@@ -32,6 +32,14 @@ static struct icx_counter_row *row_for(struct icx_counters *C, const char *host,
     return r;
 }
 
+void icx_sample_span_add(struct icx_sample_span *s, const struct icx_counter_sample *x)
+{
+    if (!s->first || x->t_read < s->first->t_read)
+        s->first = x;
+    if (!s->last || x->t > s->last->t)
+        s->last = x;
+}
+
 static void ib_print(FILE *out, const struct icx_counters *C);
 
 static int dbl_cmp(const void *a, const void *b)
@@ -134,7 +142,8 @@ static void over_time(const struct icx_trace *t, struct icx_counter_row *r)
 
 static void counters_compute_into(const struct icx_trace *t, struct icx_counters *C)
 {
-    /* The counters are the GPU's, shared by every process on the host: first and last sample. */
+    /* The counters are the GPU's (the NIC's), shared by every process on the host: its first
+     * and last sample of them (icx_sample_span). */
     for (size_t i = 0; i < t->nprocs; i++) {
         const struct icx_proc *p = t->procs[i];
         for (size_t k = 0; k < p->ncsamples; k++) {
@@ -146,21 +155,24 @@ static void counters_compute_into(const struct icx_trace *t, struct icx_counters
                 r->capacity_bps = s->rate_mbps * 1e6 / 8;
             else
                 r->resolution = 2 * 1024ull * s->links; /* a KiB lost per link at each end */
-            if (s->t < r->t0) {
-                r->t0 = s->t;
-                r->tx0 = s->tx;
-                r->rx0 = s->rx;
-                r->wait0 = s->xmit_wait;
-                r->discards0 = s->discards;
-            }
-            if (s->t > r->t1) {
-                r->t1 = s->t;
-                r->tx1 = s->tx;
-                r->rx1 = s->rx;
-                r->wait1 = s->xmit_wait;
-                r->discards1 = s->discards;
-            }
+            icx_sample_span_add(&r->span, s);
         }
+    }
+    for (size_t i = 0; i < C->n; i++) {
+        struct icx_counter_row *r = &C->rows[i];
+        const struct icx_counter_sample *a = r->span.first, *b = r->span.last;
+        if (!a)
+            continue;
+        r->t0 = a->t; /* the window the difference may count: from a's reads to b's */
+        r->t1 = a == b ? a->t : b->t_read;
+        r->tx0 = a->tx;
+        r->rx0 = a->rx;
+        r->wait0 = a->xmit_wait;
+        r->discards0 = a->discards;
+        r->tx1 = b->tx;
+        r->rx1 = b->rx;
+        r->wait1 = b->xmit_wait;
+        r->discards1 = b->discards;
     }
     /* Intercepted peer copies issued inside each GPU's sampled window. */
     for (size_t i = 0; i < t->nprocs; i++) {

@@ -5,12 +5,22 @@
 
 #include "model.h"
 
+/* The first and last of a set of counter samples (several processes' samples of one counter):
+ * first, the sample whose reads ended earliest; last, the one whose reads began latest.  Their
+ * difference then holds all traffic between the two, even where a sampler was preempted
+ * between its clock and its reads.  Start with {NULL, NULL}. */
+struct icx_sample_span {
+    const struct icx_counter_sample *first, *last;
+};
+void icx_sample_span_add(struct icx_sample_span *s, const struct icx_counter_sample *x);
+
 /* report_counters.c: NVLink hardware counters against intercepted peer-copy bytes, per GPU. */
 struct icx_counter_row {
     int nic; /* 0: GPU NVLink counters, bus = PCI address; 1: IB port, bus = NIC name */
     uint64_t wait0, wait1, discards0, discards1; /* IB only */
     char host[128], bus[32];
     int device; /* CUDA ordinal in a process that used it, -1 none */
+    struct icx_sample_span span; /* of the host's samples */
     double t0, t1;
     uint64_t tx0, rx0, tx1, rx1;
     uint64_t tx_explained, rx_explained; /* by intercepted copies */

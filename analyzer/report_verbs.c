@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "analysis.h"
+#include "report_counters.h"
 
 #define NCLASS 48 /* size classes reported per NIC (icx/format_util.h) */
 
@@ -303,39 +304,21 @@ static void bin_traffic(struct icx_verbs *V, const struct icx_trace *t)
     }
 }
 
-/* Set each NIC's traced bytes against its port counters: the growth of port_xmit_data and
- * port_rcv_data between the first and the last sample any process of the host took.  The
- * counters also count what no traced process sent (other jobs, headers, retransmissions). */
-static void port_counters(struct icx_verbs *V, const struct icx_trace *t)
+/* Set each NIC's traced bytes against its port counters: the counters report's row of the NIC
+ * (the growth between the host's first and last sample, icx_sample_span).  The counters also
+ * count what no traced process sent (other jobs, headers, retransmissions). */
+static void port_counters(struct icx_verbs *V, const struct icx_counters *C)
 {
-    for (size_t i = 0; i < V->nnics; i++) {
+    for (size_t i = 0; C && i < V->nnics; i++) {
         struct vnic *n = &V->nics[i];
-        double t0 = INFINITY, t1 = -INFINITY;
-        uint64_t tx0 = 0, rx0 = 0, tx1 = 0, rx1 = 0;
-        for (size_t k = 0; k < t->nprocs; k++) {
-            const struct icx_proc *p = t->procs[k];
-            if (strcmp(host_of(p), n->host))
+        for (size_t k = 0; k < C->n; k++) {
+            const struct icx_counter_row *r = &C->rows[k];
+            if (!r->nic || r->span.first == r->span.last || strcmp(r->host, n->host) ||
+                strcmp(r->bus, n->name))
                 continue;
-            for (size_t c = 0; c < p->ncsamples; c++) {
-                const struct icx_counter_sample *x = &p->csamples[c];
-                if (!x->nic || strcmp(x->bus, n->name))
-                    continue;
-                if (x->t < t0) {
-                    t0 = x->t;
-                    tx0 = x->tx;
-                    rx0 = x->rx;
-                }
-                if (x->t > t1) {
-                    t1 = x->t;
-                    tx1 = x->tx;
-                    rx1 = x->rx;
-                }
-            }
-        }
-        if (t1 > t0) {
             n->has_counters = 1;
-            n->counter_tx = tx1 >= tx0 ? tx1 - tx0 : 0;
-            n->counter_rx = rx1 >= rx0 ? rx1 - rx0 : 0;
+            n->counter_tx = r->tx1 >= r->tx0 ? r->tx1 - r->tx0 : 0;
+            n->counter_rx = r->rx1 >= r->rx0 ? r->rx1 - r->rx0 : 0;
         }
     }
 }
@@ -453,7 +436,8 @@ static void gpu_nic_matrix(struct icx_verbs *V, const struct icx_trace *t)
     }
 }
 
-static struct icx_verbs *verbs_compute_new(const struct icx_trace *t, struct icx_findings *F)
+static struct icx_verbs *verbs_compute_new(const struct icx_trace *t, const struct icx_counters *C,
+                                           struct icx_findings *F)
 {
     struct icx_verbs *V = calloc(1, sizeof(*V));
     if (!V)
@@ -564,7 +548,7 @@ static struct icx_verbs *verbs_compute_new(const struct icx_trace *t, struct icx
         n->rate_bps = span > 0 ? (double)(n->tx_bytes + n->rx_bytes) / span : NAN;
     }
     bin_traffic(V, t);
-    port_counters(V, t);
+    port_counters(V, C);
     rails(V, F);
     rail_alignment(V, t, F);
     gpu_nic_matrix(V, t);
@@ -769,7 +753,7 @@ static void verbs_free(struct icx_analysis *A)
 /* Out of memory leaves no verbs report (the others still run), as a trace without verbs would. */
 static int verbs_compute(struct icx_analysis *A)
 {
-    A->verbs = verbs_compute_new(A->t, &A->findings);
+    A->verbs = verbs_compute_new(A->t, A->counters, &A->findings);
     return 0;
 }
 

@@ -153,21 +153,25 @@ static int icx_read_u64(const char *nic, const char *counter, uint64_t *out)
     return 0;
 }
 
-void icx_nic_sample(struct icx_frame *f, uint64_t now)
+/* Each NIC's counters with the times its reads began and ended: a reader comparing processes'
+ * samples needs both (see trace_format.h, section 8). */
+void icx_nic_sample(struct icx_frame *f)
 {
     if (icx_nnics < 0)
         icx_nics_load(f);
     for (int i = 0; i < icx_nnics; i++) {
-        uint64_t tx, rx, wait = 0, discards = 0;
+        uint64_t tx, rx, wait = 0, discards = 0, began = icx_mono_ns();
         if (icx_read_u64(icx_nics[i].name, "port_xmit_data", &tx) != 0 ||
             icx_read_u64(icx_nics[i].name, "port_rcv_data", &rx) != 0)
             continue;
         icx_read_u64(icx_nics[i].name, "port_xmit_wait", &wait);
         icx_read_u64(icx_nics[i].name, "port_xmit_discards", &discards);
+        uint64_t ended = icx_mono_ns();
         struct icx_rec_ib_counters *r =
             icx_frame_put(f, ICX_REC_IB_COUNTERS, (uint32_t)i, sizeof(*r));
         if (r) {
-            r->mono_ns = now;
+            r->mono_ns = began;
+            r->read_end_ns = ended;
             r->tx_bytes = tx * 4; /* the data counters count 4-byte words */
             r->rx_bytes = rx * 4;
             r->xmit_wait = wait;

@@ -266,7 +266,7 @@ static void icx_counters_sample(struct icx_frame *f, int force)
     if (!force && now - icx_last_sample_ns < (uint64_t)icx_cfg.sample_ms * 1000000ull)
         return;
     icx_last_sample_ns = now;
-    icx_nic_sample(f, now);
+    icx_nic_sample(f);
     icx_nvml_load();
     if (!icx_cdevs_ready)
         icx_counters_init(f);
@@ -280,8 +280,10 @@ static void icx_counters_sample(struct icx_frame *f, int force)
             v[2 * k + 1].fieldId = NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX;
             v[2 * k + 1].scopeId = c->link[k];
         }
+        uint64_t began = icx_mono_ns();
         if (icx_nvml.fields(c->h, (int)(2 * c->nlinks), v) != NVML_SUCCESS)
             continue;
+        uint64_t ended = icx_mono_ns();
         uint64_t sum[2] = {0, 0};
         unsigned good = 0;
         for (unsigned k = 0; k < 2 * c->nlinks; k++) {
@@ -296,7 +298,8 @@ static void icx_counters_sample(struct icx_frame *f, int force)
         struct icx_rec_nvlink_counters *r =
             icx_frame_put(f, ICX_REC_NVLINK_COUNTERS, i, sizeof(*r));
         if (r) {
-            r->mono_ns = now;
+            r->mono_ns = began;
+            r->read_end_ns = ended;
             r->pci_bus_id = c->bus_id;
             r->links = c->nlinks;
             r->tx_bytes = sum[0] * 1024; /* the counters count KiB */

@@ -56,6 +56,11 @@
  *    attributed to the NUMA node of the buffer.  NVLINK_COUNTERS (aux = NVML device index) is a
  * sample of a GPU's NVLink data counters (NVML, summed over its active links) in bytes, with the
  * GPU's PCI bus id: traffic no API hook sees (kernels' NVLink loads and stores) shows up there.
+ *    Counter samples (NVLINK_COUNTERS, IB_COUNTERS) carry, from 1.4, two times: mono_ns before the
+ * counters were read and read_end_ns after.  A reader that sets samples of several processes
+ *    against each other takes, as a baseline, the sample that ended reading first and, as the
+ * last, the one that started reading last: no traffic between the two is missed even when a
+ *    sampling thread was preempted between its clock and its reads.
  *
  * 9. Stacks.  STACK (aux = stack id) lists return addresses, innermost first.  A STACK_REF (aux =
  *    stack id) directly after an EVENT record gives that event's call stack.  SYMBOL maps an
@@ -93,7 +98,8 @@
  * Version history: 1.0; 1.1 adds records 15-22 and 35-37, the DEVICE field local_cpus, and the
  *    event flag ICX_EVF_D2H (readers of 1.0 skip all of them by size); 1.2 adds 23-26 and 38-44;
  *    1.3 adds NCCL_CALL gpu_id (record 88 bytes; 80 in 1.2), NCCL_DUMP comm_id (32; 24 in 1.2)
- *    and GPU_SPAN flags. */
+ *    and GPU_SPAN flags; 1.4 adds read_end_ns to NVLINK_COUNTERS (48 bytes; 40 before) and
+ *    IB_COUNTERS (56; 48 before). */
 #ifndef ICX_TRACE_FORMAT_H
 #define ICX_TRACE_FORMAT_H
 
@@ -102,7 +108,7 @@
 #define ICX_MAGIC 0x31584349u /* "ICX1" */
 #define ICX_MAGIC_SWAPPED 0x49435831u
 #define ICX_VERSION_MAJOR 1
-#define ICX_VERSION_MINOR 3
+#define ICX_VERSION_MINOR 4
 #define ICX_OLDEST_MAJOR 1
 #define ICX_OLDEST_MINOR 0
 
@@ -334,8 +340,10 @@ struct icx_rec_nvlink_counters { /* aux = NVML device index */
     uint32_t pci_bus_id;         /* string id */
     uint32_t links;              /* active links summed */
     uint64_t tx_bytes, rx_bytes; /* cumulative since the driver loaded, KiB resolution */
+    uint64_t read_end_ns;        /* 1.4: when the reads ended (mono_ns: when they began) */
 };
-_Static_assert(sizeof(struct icx_rec_nvlink_counters) == 40, "icx_rec_nvlink_counters");
+_Static_assert(sizeof(struct icx_rec_nvlink_counters) == 48, "icx_rec_nvlink_counters");
+#define ICX_NVLINK_COUNTERS_SIZE_1_3 40
 
 enum icx_link_layer { ICX_LL_UNKNOWN = 0, ICX_LL_INFINIBAND = 1, ICX_LL_ETHERNET = 2 };
 
@@ -371,8 +379,10 @@ struct icx_rec_ib_counters { /* aux = NIC index */
     uint64_t mono_ns;
     uint64_t tx_bytes, rx_bytes; /* cumulative */
     uint64_t xmit_wait, xmit_discards;
+    uint64_t read_end_ns; /* 1.4: when the reads ended (mono_ns: when they began) */
 };
-_Static_assert(sizeof(struct icx_rec_ib_counters) == 48, "icx_rec_ib_counters");
+_Static_assert(sizeof(struct icx_rec_ib_counters) == 56, "icx_rec_ib_counters");
+#define ICX_IB_COUNTERS_SIZE_1_3 48
 
 struct icx_rec_gpu_span { /* aux = device that executed the work */
     struct icx_rec h;

@@ -1,100 +1,7 @@
 /* Unit tests of the trace reader on traces built in memory: decoding (delta timestamps, blocks,
  * strings, concatenated streams, unknown records) and every kind of bad input (not a trace,
  * byte-swapped, too new, truncated, corrupt frames, bad record sizes, random mutations). */
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <zstd.h>
-
-#include "reader.h"
-
-static int failures, passes;
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            printf("FAIL %s:%d: %s: ", __func__, __LINE__, #cond);                                 \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-            failures++;                                                                            \
-            return;                                                                                \
-        }                                                                                          \
-    } while (0)
-
-/* ---- building traces ---- */
-struct buf {
-    uint8_t *p;
-    size_t n, cap;
-};
-
-static void put(struct buf *b, const void *d, size_t n)
-{
-    if (b->n + n > b->cap) {
-        b->cap = (b->n + n) * 2 + 256;
-        b->p = realloc(b->p, b->cap);
-    }
-    memcpy(b->p + b->n, d, n);
-    b->n += n;
-}
-
-static void rec(struct buf *frame, uint16_t type, uint32_t aux, const void *body, size_t bodylen)
-{
-    size_t size = (8 + bodylen + 7) & ~(size_t)7;
-    struct icx_rec h = {type, (uint16_t)size, aux};
-    put(frame, &h, sizeof(h));
-    put(frame, body, bodylen);
-    static const uint8_t zero[8];
-    put(frame, zero, size - 8 - bodylen);
-}
-
-static void header(struct buf *f, uint32_t magic, uint16_t oldest_major)
-{
-    struct icx_file_header h;
-    memset(&h, 0, sizeof(h));
-    h.magic = magic;
-    h.version_major = 1;
-    h.oldest_major = oldest_major;
-    h.header_size = sizeof(h);
-    h.features = ICX_FEAT_DELTA;
-    rec(f, ICX_REC_FILE_HEADER, 0, (const uint8_t *)&h + 8, sizeof(h) - 8);
-    const char host[] = "nodeA";
-    rec(f, ICX_REC_STRING, 1, host, sizeof(host));
-    struct icx_rec_process p;
-    memset(&p, 0, sizeof(p));
-    p.pid = 42;
-    p.rank = 3;
-    p.host = 1;
-    rec(f, ICX_REC_PROCESS, 0, (const uint8_t *)&p + 8, sizeof(p) - 8);
-}
-
-static void copy_rec(struct buf *f, int64_t ts_delta, uint64_t bytes, int src, int dst)
-{
-    struct icx_rec_cuda_copy c;
-    memset(&c, 0, sizeof(c));
-    c.e.ts = ts_delta;
-    c.e.dur = 5;
-    c.bytes = bytes;
-    c.src_dev = src;
-    c.dst_dev = dst;
-    rec(f, ICX_REC_CUDA_COPY, ICX_API_cudaMemcpyPeerAsync, (const uint8_t *)&c + 8, sizeof(c) - 8);
-}
-
-static void block(struct buf *f, uint32_t tid, uint64_t base)
-{
-    rec(f, ICX_REC_BLOCK, tid, &base, sizeof(base));
-}
-
-static void compress_into(struct buf *file, const struct buf *frame)
-{
-    size_t cap = ZSTD_compressBound(frame->n);
-    uint8_t *z = malloc(cap);
-    /* As the tracer writes them: level 1 with content checksums. */
-    ZSTD_CCtx *c = ZSTD_createCCtx();
-    ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, 1);
-    size_t n = ZSTD_compress2(c, z, cap, frame->p, frame->n);
-    ZSTD_freeCCtx(c);
-    put(file, z, n);
-    free(z);
-}
+#include "builder.h"
 
 /* A valid stream: header frame, two data frames of 3 copies each. */
 static struct buf make_stream(uint32_t magic, uint16_t oldest)
@@ -116,8 +23,7 @@ static struct buf make_stream(uint32_t magic, uint16_t oldest)
 
 static int load(struct icx_trace *t, const struct buf *b, char *err)
 {
-    memset(t, 0, sizeof(*t));
-    return icx_read_buffer(t, "mem", b->p, b->n, err, 256);
+    return tb_load(t, b, err);
 }
 
 static void test_valid(void)
