@@ -40,9 +40,11 @@ VERBS_PROGS := $(BUILD)/tests/verbs/verbs_loop $(BUILD)/tests/verbs/verbs_loop_d
                $(BUILD)/tests/verbs/rail_verbs \
                $(BUILD)/tests/verbs/dl_next
 FORK_TEST := $(BUILD)/tests/fork/fork_locks
+EXAMPLE_LIB := $(BUILD)/tests/example/libicxtrace.so
+EXAMPLE_REPORT := $(BUILD)/tests/example/icx-analyze-example
 STATIC_TEST := $(if $(wildcard $(CUDA_HOME)/lib64/libcudart_static.a),$(BUILD)/tests/static/static_cudart)
 all: deps-ok $(LIBICX) $(ANALYZE) $(ICXRUN) $(ICXSIM) $(SIM_CUDART) $(SIM_NVML) $(SIM_VERBS) $(SIM_NCCL) $(TEST_PROGS) $(UNIT_PROGS) $(VERBS_PROGS) $(NCCL_PROGS) \
-     $(BENCH_PROGS) $(STATIC_TEST) $(FORK_TEST)
+     $(BENCH_PROGS) $(STATIC_TEST) $(FORK_TEST) $(EXAMPLE_LIB) $(EXAMPLE_REPORT)
 
 # Checked once per build directory; tools/install-deps.sh installs (root) or names what is missing.
 deps-ok: $(BUILD)/.deps-ok
@@ -55,6 +57,9 @@ $(O)/preload/%.o: preload/%.c $(wildcard preload/*.h preload/*.def) $(wildcard i
 	@mkdir -p $(dir $@)
 	$(CC) $(LIB_CFLAGS) -c $< -o $@
 
+LINK_TRACER = $(CC) -shared $(SAN) -Wl,--version-script=$(BUILD)/exports.map -Wl,-z,nodelete -o $@ \
+	    $(filter %.o,$^) -lzstd -lunwind -ldl -lpthread
+
 # The version script comes from the lists of wrapped names (preload/wraps_*.def).
 $(BUILD)/exports.map: tools/gen-exports $(wildcard preload/wraps_*.def)
 	@mkdir -p $(dir $@)
@@ -62,8 +67,23 @@ $(BUILD)/exports.map: tools/gen-exports $(wildcard preload/wraps_*.def)
 
 $(LIBICX): $(patsubst %.c,$(O)/%.o,$(PRELOAD_SRC)) $(BUILD)/exports.map
 	@mkdir -p $(dir $@)
-	$(CC) -shared $(SAN) -Wl,--version-script=$(BUILD)/exports.map -Wl,-z,nodelete -o $@ \
-	    $(filter %.o,$^) -lzstd -lunwind -ldl -lpthread
+	$(LINK_TRACER)
+
+# A test copy of the tracer with the example module in its table (preload/examples/).
+$(O)/example/core.o: preload/core.c $(wildcard preload/*.h) $(wildcard include/icx/*)
+	@mkdir -p $(dir $@)
+	$(CC) $(LIB_CFLAGS) -DICX_EXTRA_MODULES='&icx_mod_example,' -c $< -o $@
+$(O)/example/null_module.o: preload/examples/null_module.c $(wildcard preload/*.h) $(wildcard include/icx/*)
+	@mkdir -p $(dir $@)
+	$(CC) $(LIB_CFLAGS) -c $< -o $@
+$(EXAMPLE_LIB): $(filter-out $(O)/preload/core.o,$(patsubst %.c,$(O)/%.o,$(PRELOAD_SRC))) \
+		$(O)/example/core.o $(O)/example/null_module.o $(BUILD)/exports.map
+	@mkdir -p $(dir $@)
+	$(LINK_TRACER)
+
+$(EXAMPLE_REPORT): analyzer/examples/report_example.c $(BUILD)/lib/libicxreader.a
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -Ianalyzer -o $@ $< $(BUILD)/lib/libicxreader.a -lzstd -lm
 
 $(O)/analyzer/%.o: analyzer/%.c $(wildcard analyzer/*.h) $(wildcard include/icx/*)
 	@mkdir -p $(dir $@)
@@ -205,7 +225,7 @@ $(BUILD)/bench/bench_copy: bench/bench_copy.c bench/bench_timing.h $(BUILD)/benc
 	    -Wl,-rpath,'$$ORIGIN/null'
 
 test: all
-	@sh tools/install-deps.sh vm
+	@sh tools/install-deps.sh test
 	@BUILD=$(BUILD) sh tests/run.sh
 	@if [ -z "$(SAN)" ] && [ -z "$(NO_SANITIZE)" ]; then $(MAKE) --no-print-directory sanitize; fi
 
@@ -234,8 +254,10 @@ demo: all
 bench: all
 	@BUILD=$(BUILD) sh bench/run.sh
 
+# Every C file of the tree, as tests/run.sh checks them (the style of .clang-format).
+FORMAT_SRC = $(shell git ls-files '*.c' '*.h' 2>/dev/null | grep -v '^shared/')
 format:
-	clang-format -i preload/*.[ch] analyzer/*.[ch] include/icx/*.h tests/sim/*.[ch] tests/e2e/*.c tests/unit/*.c bench/*.c
+	clang-format -i $(FORMAT_SRC)
 
 clean:
 	rm -rf build

@@ -12,7 +12,7 @@ static void cuda_event(struct icx_proc *p, const struct icx_rec *r, size_t size,
                        struct icx_decode_ctx *ctx)
 {
     ctx->last_copy = 0;
-        struct icx_rd_thread *th = icx_thread_get(p, ctx->tid);
+    struct icx_rd_thread *th = icx_thread_get(p, ctx->tid);
     if (th)
         th->cuda_events++;
     if (r->type == ICX_REC_CUDA_HOST_COPY) {
@@ -66,7 +66,8 @@ void icx_decode_cuda(struct icx_proc *p, const struct icx_rec *r, size_t size,
             snprintf(dv->bus, sizeof(dv->bus), "%s", icx_proc_string(p, x->pci_bus_id));
             dv->numa = x->numa_node;
             if (size >= sizeof(struct icx_rec_device))
-                snprintf(dv->local_cpus, sizeof(dv->local_cpus), "%s", icx_proc_string(p, x->local_cpus));
+                snprintf(dv->local_cpus, sizeof(dv->local_cpus), "%s",
+                         icx_proc_string(p, x->local_cpus));
         }
         break;
     case ICX_REC_LINK:

@@ -15,10 +15,9 @@ void icx_decode_nccl(struct icx_proc *p, const struct icx_rec *r, size_t size,
     uint32_t tid = ctx->tid;
     if (r->type == ICX_REC_NCCL_DUMP) {
         if (size >= ICX_NCCL_DUMP_SIZE_1_2 && r->aux >= 1 && r->aux <= 3)
-            dump_part(p, r, size,
-                      icx_proc_string(p, ((const struct icx_rec_nccl_dump *)r)->text));
+            dump_part(p, r, size, icx_proc_string(p, ((const struct icx_rec_nccl_dump *)r)->text));
     } else if (r->type == ICX_REC_NCCL_COMM && size >= sizeof(struct icx_rec_nccl_comm) &&
-        !icx_grow((void **)&p->ncomms, &p->cap_ncomms, p->nncomms, sizeof(*p->ncomms))) {
+               !icx_grow((void **)&p->ncomms, &p->cap_ncomms, p->nncomms, sizeof(*p->ncomms))) {
         const struct icx_rec_nccl_comm *x = (const void *)r;
         p->ncomms[p->nncomms++] =
             (struct icx_rd_ncomm){r->aux & 0xffff, x->comm,   x->comm_id, x->parent_id, x->rank,
@@ -103,7 +102,8 @@ static void gpu_state(const struct icx_proc *p, struct icx_rd_ncall *c)
     c->gpu_start = c->gpu_end = 0;
     for (; s < p->spans + p->nspans && s->copy_id == c->gpu_id; s++) {
         int st = s->flags & ICX_SPAN_NO_START ? ICX_GPU_QUEUED
-                 : s->flags & ICX_SPAN_NO_END ? ICX_GPU_RUNNING : ICX_GPU_DONE;
+                 : s->flags & ICX_SPAN_NO_END ? ICX_GPU_RUNNING
+                                              : ICX_GPU_DONE;
         if (st == ICX_GPU_RUNNING || (st == ICX_GPU_QUEUED && c->gpu == ICX_GPU_DONE))
             c->gpu = st;
         double a = (double)s->start_ns / 1e9, b = (double)s->end_ns / 1e9;

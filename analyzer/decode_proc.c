@@ -114,7 +114,8 @@ void icx_decode_proc(struct icx_proc *p, const struct icx_rec *r, size_t size,
         if (size >= sizeof(struct icx_rec_symbol) &&
             !icx_grow((void **)&p->symbols, &p->cap_symbols, p->nsymbols, sizeof(*p->symbols))) {
             const struct icx_rec_symbol *x = (const void *)r;
-            p->symbols[p->nsymbols++] = (struct icx_symbol){x->addr, dupstr(icx_proc_string(p, x->text))};
+            p->symbols[p->nsymbols++] =
+                (struct icx_symbol){x->addr, dupstr(icx_proc_string(p, x->text))};
         }
         break;
     default: break;
@@ -168,4 +169,3 @@ void icx_decode_proc_finish(struct icx_proc *p)
     if (p->nsymbols > 1)
         qsort(p->symbols, p->nsymbols, sizeof(struct icx_symbol), symbol_cmp);
 }
-

@@ -21,7 +21,8 @@ void icx_decode_topo(struct icx_proc *p, const struct icx_rec *r, size_t size,
     case ICX_REC_NUMA_NODE:
         if (size >= sizeof(struct icx_rec_numa_node) && r->aux < ICX_RD_MAX_NODES) {
             free(p->node_cpus[r->aux]);
-            p->node_cpus[r->aux] = icx_topo_dup(icx_proc_string(p, ((const struct icx_rec_numa_node *)r)->cpus));
+            p->node_cpus[r->aux] =
+                icx_topo_dup(icx_proc_string(p, ((const struct icx_rec_numa_node *)r)->cpus));
         }
         break;
     case ICX_REC_CPU_SAMPLES:
@@ -54,7 +55,8 @@ void icx_decode_topo(struct icx_proc *p, const struct icx_rec *r, size_t size,
         break;
     case ICX_REC_NVLINK_COUNTERS:
         if (size >= ICX_NVLINK_COUNTERS_SIZE_1_3 &&
-            !icx_grow((void **)&p->csamples, &p->cap_csamples, p->ncsamples, sizeof(*p->csamples))) {
+            !icx_grow((void **)&p->csamples, &p->cap_csamples, p->ncsamples,
+                      sizeof(*p->csamples))) {
             const struct icx_rec_nvlink_counters *x = (const void *)r;
             struct icx_counter_sample *c = &p->csamples[p->ncsamples++];
             memset(c, 0, sizeof(*c));
@@ -91,7 +93,8 @@ void icx_decode_topo(struct icx_proc *p, const struct icx_rec *r, size_t size,
         break;
     case ICX_REC_IB_COUNTERS:
         if (size >= ICX_IB_COUNTERS_SIZE_1_3 && r->aux < ICX_RD_MAX_NICS &&
-            !icx_grow((void **)&p->csamples, &p->cap_csamples, p->ncsamples, sizeof(*p->csamples))) {
+            !icx_grow((void **)&p->csamples, &p->cap_csamples, p->ncsamples,
+                      sizeof(*p->csamples))) {
             const struct icx_rec_ib_counters *x = (const void *)r;
             struct icx_counter_sample *c = &p->csamples[p->ncsamples++];
             memset(c, 0, sizeof(*c));

@@ -55,9 +55,16 @@ void icx_decode_verbs(struct icx_proc *p, const struct icx_rec *r, size_t size,
     case ICX_REC_VERBS_AGG:
         if (size >= sizeof(struct icx_rec_verbs_agg)) {
             const struct icx_rec_verbs_agg *x = (const void *)r;
-            struct icx_rd_vtraffic t = {(uint16_t)r->aux, x->qp_num, x->kind, x->opcode,
-                                        x->size_class, 0, x->count, x->bytes, x->signaled, 0,
-                                        (double)x->t0_ns / 1e9, (double)x->t1_ns / 1e9};
+            struct icx_rd_vtraffic t = {.ctx = (uint16_t)r->aux,
+                                        .qp_num = x->qp_num,
+                                        .kind = x->kind,
+                                        .opcode = x->opcode,
+                                        .size_class = x->size_class,
+                                        .count = x->count,
+                                        .bytes = x->bytes,
+                                        .signaled = x->signaled,
+                                        .t0 = (double)x->t0_ns / 1e9,
+                                        .t1 = (double)x->t1_ns / 1e9};
             traffic_add(p, &t);
         }
         break;
@@ -104,9 +111,16 @@ void icx_decode_verbs(struct icx_proc *p, const struct icx_rec *r, size_t size,
     case ICX_REC_VERBS_WR:
         if (size >= sizeof(struct icx_rec_verbs_wr)) {
             const struct icx_rec_verbs_wr *x = (const void *)r;
-            struct icx_rd_vtraffic t = {x->ctx, x->qp_num, x->kind, x->opcode,
-                                        (uint8_t)icx_size_class(x->bytes), 1, 1, x->bytes,
-                                        (x->send_flags & 2u) != 0, ts, 0, 0};
+            struct icx_rd_vtraffic t = {.ctx = x->ctx,
+                                        .qp_num = x->qp_num,
+                                        .kind = x->kind,
+                                        .opcode = x->opcode,
+                                        .size_class = (uint8_t)icx_size_class(x->bytes),
+                                        .is_event = 1,
+                                        .count = 1,
+                                        .bytes = x->bytes,
+                                        .signaled = (x->send_flags & 2u) != 0,
+                                        .ts = ts};
             traffic_add(p, &t);
         }
         break;
@@ -127,8 +141,15 @@ void icx_decode_verbs(struct icx_proc *p, const struct icx_rec *r, size_t size,
                 break;
             }
             uint64_t bytes = (x->opcode & 128) ? x->byte_len : 0;
-            struct icx_rd_vtraffic t = {x->ctx, x->qp_num, ICX_VK_COMPLETION, x->opcode,
-                                        (uint8_t)icx_size_class(bytes), 1, 1, bytes, 0, ts, 0, 0};
+            struct icx_rd_vtraffic t = {.ctx = x->ctx,
+                                        .qp_num = x->qp_num,
+                                        .kind = ICX_VK_COMPLETION,
+                                        .opcode = x->opcode,
+                                        .size_class = (uint8_t)icx_size_class(bytes),
+                                        .is_event = 1,
+                                        .count = 1,
+                                        .bytes = bytes,
+                                        .ts = ts};
             traffic_add(p, &t);
         }
         break;

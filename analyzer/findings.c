@@ -6,7 +6,7 @@
 #include "findings.h"
 
 void icx_finding_add(struct icx_findings *F, const char *kind, const struct icx_proc *p,
-                        const char *evidence, const char *fix)
+                     const char *evidence, const char *fix)
 {
     struct icx_finding *n = realloc(F->v, (F->n + 1) * sizeof(*n));
     if (!n)
@@ -15,9 +15,9 @@ void icx_finding_add(struct icx_findings *F, const char *kind, const struct icx_
     struct icx_finding *f = &F->v[F->n++];
     memset(f, 0, sizeof(*f));
     snprintf(f->kind, sizeof(f->kind), "%s", kind);
-    f->pid = p->pid;
-    f->rank = p->rank;
-    snprintf(f->host, sizeof(f->host), "%s", p->host ? p->host : "");
+    f->pid = p ? p->pid : -1;
+    f->rank = p ? p->rank : -1;
+    snprintf(f->host, sizeof(f->host), "%s", p && p->host ? p->host : "");
     snprintf(f->evidence, sizeof(f->evidence), "%s", evidence);
     snprintf(f->fix, sizeof(f->fix), "%s", fix);
 }

@@ -16,7 +16,7 @@ struct icx_findings {
     struct icx_finding *v;
     size_t n;
 };
-/* A finding about process p (pid -1: about a host or a rank without a trace). */
+/* A finding about process p; p NULL: about no one process (pid and rank -1, no host). */
 void icx_finding_add(struct icx_findings *F, const char *kind, const struct icx_proc *p,
                      const char *evidence, const char *fix);
 void icx_findings_free(struct icx_findings *F);

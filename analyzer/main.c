@@ -8,8 +8,6 @@
 #include "analysis.h"
 #include "reader.h"
 
-#define ICX_ANALYZE_VERSION "0.1.0"
-
 struct icx_opts {
     int json;
     const char *output;
@@ -66,47 +64,15 @@ static int read_all(const struct icx_opts *o, struct icx_trace *t)
     return failed;
 }
 
-static void json_header(struct icx_json *j, const char *command)
-{
-    icx_json_str(j, "tool", "icx-analyze");
-    icx_json_str(j, "version", ICX_ANALYZE_VERSION);
-    icx_json_str(j, "command", command);
-    icx_json_int(j, "schema", 1);
-}
-
-/* Every report of `reports`, as text or as one JSON document (docs/JSON.md). */
-static int run_reports(FILE *out, const struct icx_opts *o, const struct icx_trace *t,
-                       const char *command, const struct icx_report *const *reports, size_t n)
-{
-    struct icx_analysis A = {.t = t};
-    int rc = icx_analysis_compute(&A, reports, n);
-    if (rc == 0 && o->json) {
-        struct icx_json j;
-        icx_json_begin(&j, out);
-        icx_json_obj(&j, NULL);
-        json_header(&j, command);
-        for (size_t i = 0; i < n; i++)
-            if (reports[i]->json)
-                reports[i]->json(&j, &A);
-        icx_json_end(&j);
-    } else if (rc == 0) {
-        for (size_t i = 0; i < n; i++)
-            if (reports[i]->print)
-                reports[i]->print(out, &A);
-    }
-    icx_analysis_free(&A, reports, n);
-    return rc;
-}
-
 static int cmd_summarize(FILE *out, const struct icx_opts *o, const struct icx_trace *t)
 {
     static const struct icx_report *const summary[] = {&icx_report_summary};
-    return run_reports(out, o, t, "summarize", summary, 1);
+    return icx_reports_run(out, o->json, "summarize", t, summary, 1);
 }
 
 static int cmd_analyze(FILE *out, const struct icx_opts *o, const struct icx_trace *t)
 {
-    return run_reports(out, o, t, "analyze", icx_reports, icx_nreports);
+    return icx_reports_run(out, o->json, "analyze", t, icx_reports, icx_nreports);
 }
 
 static const struct {

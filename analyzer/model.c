@@ -183,12 +183,30 @@ const char *icx_verbs_opcode_name(unsigned kind, unsigned op)
 
 const char *icx_wc_status_name(unsigned s)
 {
-    static const char *const names[] = {
-        "SUCCESS", "LOC_LEN_ERR", "LOC_QP_OP_ERR", "LOC_EEC_OP_ERR", "LOC_PROT_ERR",
-        "WR_FLUSH_ERR", "MW_BIND_ERR", "BAD_RESP_ERR", "LOC_ACCESS_ERR", "REM_INV_REQ_ERR",
-        "REM_ACCESS_ERR", "REM_OP_ERR", "RETRY_EXC_ERR", "RNR_RETRY_EXC_ERR", "LOC_RDD_VIOL_ERR",
-        "REM_INV_RD_REQ_ERR", "REM_ABORT_ERR", "INV_EECN_ERR", "INV_EEC_STATE_ERR", "FATAL_ERR",
-        "RESP_TIMEOUT_ERR", "GENERAL_ERR", "TM_ERR", "TM_RNDV_INCOMPLETE"};
+    static const char *const names[] = {"SUCCESS",
+                                        "LOC_LEN_ERR",
+                                        "LOC_QP_OP_ERR",
+                                        "LOC_EEC_OP_ERR",
+                                        "LOC_PROT_ERR",
+                                        "WR_FLUSH_ERR",
+                                        "MW_BIND_ERR",
+                                        "BAD_RESP_ERR",
+                                        "LOC_ACCESS_ERR",
+                                        "REM_INV_REQ_ERR",
+                                        "REM_ACCESS_ERR",
+                                        "REM_OP_ERR",
+                                        "RETRY_EXC_ERR",
+                                        "RNR_RETRY_EXC_ERR",
+                                        "LOC_RDD_VIOL_ERR",
+                                        "REM_INV_RD_REQ_ERR",
+                                        "REM_ABORT_ERR",
+                                        "INV_EECN_ERR",
+                                        "INV_EEC_STATE_ERR",
+                                        "FATAL_ERR",
+                                        "RESP_TIMEOUT_ERR",
+                                        "GENERAL_ERR",
+                                        "TM_ERR",
+                                        "TM_RNDV_INCOMPLETE"};
     return s < sizeof(names) / sizeof(names[0]) ? names[s] : "UNKNOWN";
 }
 

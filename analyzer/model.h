@@ -80,7 +80,7 @@ struct icx_rd_nic {
 struct icx_counter_sample {
     double t;      /* monotonic s: when the counters' reads began */
     double t_read; /* when they ended (before format 1.4: t) */
-    int nic;  /* 0: a GPU's NVLink counters (bus = PCI address); 1: an IB port (bus = NIC name) */
+    int nic; /* 0: a GPU's NVLink counters (bus = PCI address); 1: an IB port (bus = NIC name) */
     uint64_t xmit_wait, discards; /* IB only */
     uint32_t rate_mbps;           /* IB only: port rate */
     char bus[32];
@@ -156,10 +156,10 @@ struct icx_rd_ncall {
     int peer, result;
     int pending; /* the entry record: the call may never have returned */
     uint8_t dtype, redop;
-    int64_t ts, dur;        /* ticks while reading */
-    double t_enter, t_exit; /* monotonic s */
-    uint32_t gpu_id;        /* its span's id (a call in a group: its ncclGroupEnd's); 0: none */
-    int gpu;                /* enum icx_gpu_state */
+    int64_t ts, dur;           /* ticks while reading */
+    double t_enter, t_exit;    /* monotonic s */
+    uint32_t gpu_id;           /* its span's id (a call in a group: its ncclGroupEnd's); 0: none */
+    int gpu;                   /* enum icx_gpu_state */
     double gpu_start, gpu_end; /* monotonic s, as far as known */
 };
 
@@ -223,7 +223,7 @@ struct icx_proc {
     size_t nvtraffic, cap_vtraffic;
     struct icx_rd_vwc_err *vwc_errs;
     size_t nvwc_errs, cap_vwc_errs;
-    uint64_t vmrs, vmr_bytes, vmr_gpu; /* memory regions registered (GPU memory: numa -1) */
+    uint64_t vmrs, vmr_bytes, vmr_gpu;         /* memory regions registered (GPU memory: numa -1) */
     uint64_t vmr_node_bytes[ICX_RD_MAX_NODES]; /* registered host memory by NUMA node */
     struct icx_rd_ncomm *ncomms;
     size_t nncomms, cap_ncomms;

@@ -37,8 +37,7 @@ void icx_nccl_align_clocks(const struct icx_trace *t, struct icx_nccl *N, struct
             for (size_t k = i; k < j; k++)
                 for (size_t q = 0; q < t->nprocs; q++)
                     if (t->procs[q] == v[k].p)
-                        m[nm++] = (struct member){ninst, q,
-                                                  timing == 2 ? v[k].gpu_end : v[k].exit};
+                        m[nm++] = (struct member){ninst, q, timing == 2 ? v[k].gpu_end : v[k].exit};
             ninst++;
         }
         i = j;

@@ -47,7 +47,8 @@ static void net_name(const char *topo, int dev, char *out, size_t n)
     for (const char *t = topo ? strstr(topo, "<net ") : NULL; t; t = strstr(t + 5, "<net ")) {
         int d;
         char name[64];
-        if (attr_int(t + 1, "dev", &d) == 0 && d == dev && attr(t + 1, "name", name, sizeof(name)) == 0) {
+        if (attr_int(t + 1, "dev", &d) == 0 && d == dev &&
+            attr(t + 1, "name", name, sizeof(name)) == 0) {
             snprintf(out, n, "%s", name);
             return;
         }

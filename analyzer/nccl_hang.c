@@ -140,21 +140,24 @@ void icx_nccl_hangs(const struct icx_trace *t, struct icx_nccl *N, struct icx_fi
             if (len < (int)sizeof(who) - 200)
                 len += snprintf(who + len, sizeof(who) - (size_t)len,
                                 "%srank %d (%s pid %d) reached %s #%llu last; its last NCCL call "
-                                "was %s at %.3f s; %s", s->nmissing > 1 ? "; " : "", rank,
-                                p->host ? p->host : "?", p->pid, icx_nccl_op_names[last_op],
-                                (unsigned long long)last_seq,
+                                "was %s at %.3f s; %s",
+                                s->nmissing > 1 ? "; " : "", rank, p->host ? p->host : "?", p->pid,
+                                icx_nccl_op_names[last_op], (unsigned long long)last_seq,
                                 any ? icx_nccl_op_names[icx_nccl_op_of(any->api)] : "none",
                                 any ? any->t_enter + icx_nccl_wall_offset(p) - t0 : 0.0,
                                 end_of(p, end, sizeof(end)));
         }
-        snprintf(ev, sizeof(ev), "%d of %d ranks wait in %s #%llu of communicator %016llx since "
-                 "%.3f s into the job (%d inside its GPU work, %d in the host call, %d with GPU work "
-                 "not known to have finished); %s",
-                 s->nwaiting, c->nranks, icx_nccl_op_names[s->op], (unsigned long long)s->seq,
-                 (unsigned long long)c->id, s->since, s->ongpu,
-                 s->nwaiting - s->ongpu - s->unknown, s->unknown,
-                 s->nmissing ? who : "every traced rank entered it (an untraced rank or the "
-                                     "network is missing)");
+        snprintf(
+            ev, sizeof(ev),
+            "%d of %d ranks wait in %s #%llu of communicator %016llx since "
+            "%.3f s into the job (%d inside its GPU work, %d in the host call, %d with GPU work "
+            "not known to have finished); %s",
+            s->nwaiting, c->nranks, icx_nccl_op_names[s->op], (unsigned long long)s->seq,
+            (unsigned long long)c->id, s->since, s->ongpu, s->nwaiting - s->ongpu - s->unknown,
+            s->unknown,
+            s->nmissing ? who
+                        : "every traced rank entered it (an untraced rank or the "
+                          "network is missing)");
         /* one finding per missing rank (its host and pid), or one for the communicator */
         for (int m = 0; m < s->nmissing || (m == 0 && !s->nmissing); m++) {
             const struct icx_proc *p = NULL;

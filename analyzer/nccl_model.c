@@ -5,15 +5,16 @@
 
 #include "nccl_model.h"
 
-const char *const icx_nccl_op_names[NOPS] = {"AllReduce", "Broadcast",     "Reduce",   "AllGather",
-                                           "ReduceScatter", "AlltoAll",  "Gather",   "Scatter",
-                                           "Send",      "Recv",          "GroupEnd", "?"};
+const char *const icx_nccl_op_names[NOPS] = {"AllReduce",     "Broadcast", "Reduce",   "AllGather",
+                                             "ReduceScatter", "AlltoAll",  "Gather",   "Scatter",
+                                             "Send",          "Recv",      "GroupEnd", "?"};
 
 int icx_nccl_op_of(unsigned api)
 {
     switch (api) {
     case ICX_API_ncclAllReduce: return 0;
-    case ICX_API_ncclBroadcast: case ICX_API_ncclBcast: return 1;
+    case ICX_API_ncclBroadcast:
+    case ICX_API_ncclBcast: return 1;
     case ICX_API_ncclReduce: return 2;
     case ICX_API_ncclAllGather: return 3;
     case ICX_API_ncclReduceScatter: return 4;
@@ -133,9 +134,9 @@ struct call *icx_nccl_collect(const struct icx_trace *t, size_t *ncalls)
                     break;
                 v = nv;
             }
-            v[n++] = (struct call){cm->comm_id, c->seq,      c->bytes,           op,
-                                   cm->rank,    c->peer,     cm->nranks,         c->t_enter + off,
-                                   exit + off,  c->gpu,      c->gpu_start + off, c->gpu_end + off,
+            v[n++] = (struct call){cm->comm_id, c->seq,    c->bytes,           op,
+                                   cm->rank,    c->peer,   cm->nranks,         c->t_enter + off,
+                                   exit + off,  c->gpu,    c->gpu_start + off, c->gpu_end + off,
                                    p,           c->t_enter};
         }
     }
@@ -143,17 +144,16 @@ struct call *icx_nccl_collect(const struct icx_trace *t, size_t *ncalls)
     return v;
 }
 
-/* The end of the instance starting at v[i]: calls equal in everything but the rank (icx_nccl_call_cmp
- * orders by rank last). */
+/* The end of the instance starting at v[i]: calls equal in everything but the rank
+ * (icx_nccl_call_cmp orders by rank last). */
 size_t icx_nccl_instance_end(const struct call *v, size_t n, size_t i)
 {
     size_t j = i + 1;
     while (j < n && v[j].comm_id == v[i].comm_id && v[j].seq == v[i].seq &&
            (v[j].op >= 8) == (v[i].op >= 8) &&
-           (v[i].op < 8 || ((v[j].op == 8 ? v[j].rank : v[j].peer) ==
-                                (v[i].op == 8 ? v[i].rank : v[i].peer) &&
-                            (v[j].op == 8 ? v[j].peer : v[j].rank) ==
-                                (v[i].op == 8 ? v[i].peer : v[i].rank))))
+           (v[i].op < 8 ||
+            ((v[j].op == 8 ? v[j].rank : v[j].peer) == (v[i].op == 8 ? v[i].rank : v[i].peer) &&
+             (v[j].op == 8 ? v[j].peer : v[j].rank) == (v[i].op == 8 ? v[i].peer : v[i].rank))))
         j++;
     return j;
 }

@@ -11,7 +11,8 @@
 #include "model.h"
 
 #define NOPS 12
-/* AllReduce Broadcast Reduce AllGather ReduceScatter AlltoAll Gather Scatter Send Recv GroupEnd ? */
+/* AllReduce Broadcast Reduce AllGather ReduceScatter AlltoAll Gather Scatter Send Recv GroupEnd ?
+ */
 extern const char *const icx_nccl_op_names[NOPS];
 int icx_nccl_op_of(unsigned api);
 
@@ -42,7 +43,7 @@ struct opstat {
     uint64_t calls, bytes, min_calls, max_calls;
     double *dur, *gpu, *host; /* instance times; GPU span of every GPU-timed call; host call */
     size_t ndur, ngpu, nhost;
-    int host_timed; /* instances timed by host enter/exit (untimed on the GPU) */
+    int host_timed;    /* instances timed by host enter/exit (untimed on the GPU) */
     uint64_t hist[66]; /* calls by size: [0] 0 bytes, [k] 2^(k-2) < bytes <= 2^(k-1) */
     double busbw, algbw, p50, p99, gpu_p50, gpu_p99, host_p50;
 };
@@ -118,7 +119,7 @@ struct icx_nccl {
     struct nicsum {
         const char *host, *nic;
         double tx, rx;
-    } *nics; /* per NIC the graph names, in order of first mention */
+    } * nics; /* per NIC the graph names, in order of first mention */
     size_t nnics;
 };
 
@@ -142,16 +143,17 @@ double icx_nccl_pct(const double *sorted, size_t n, double q);
 
 /* The parts, in the order report_nccl.c runs them. */
 void icx_nccl_stats_calls(const struct icx_trace *t, struct icx_nccl *N, const struct call *v,
-                          size_t n);                                   /* nccl_stats.c */
+                          size_t n); /* nccl_stats.c */
 void icx_nccl_align_clocks(const struct icx_trace *t, struct icx_nccl *N, struct call *v,
-                           size_t n);                                  /* nccl_clock.c */
-void icx_nccl_stats_instances(struct icx_nccl *N, const struct call *v, size_t n); /* nccl_stats.c */
-void icx_nccl_stats_summarize(struct icx_nccl *N);                    /* nccl_stats.c */
+                           size_t n); /* nccl_clock.c */
+void icx_nccl_stats_instances(struct icx_nccl *N, const struct call *v,
+                              size_t n);           /* nccl_stats.c */
+void icx_nccl_stats_summarize(struct icx_nccl *N); /* nccl_stats.c */
 void icx_nccl_stragglers(struct icx_nccl *N, const struct call *v, size_t n,
-                         struct icx_findings *F);                     /* nccl_straggler.c */
+                         struct icx_findings *F);                        /* nccl_straggler.c */
 void icx_nccl_route(struct icx_nccl *N, const struct call *v, size_t n); /* nccl_route.c */
 void icx_nccl_hangs(const struct icx_trace *t, struct icx_nccl *N, struct icx_findings *F);
-                                                                       /* nccl_hang.c */
+/* nccl_hang.c */
 struct icx_counters;
 /* Add to the GPUs' NVLink counter rows what NCCL's routing put on NVLink (nccl_route.c). */
 void icx_nccl_explain_counters(const struct icx_nccl *N, struct icx_counters *C);

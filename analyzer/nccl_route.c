@@ -30,7 +30,8 @@ static void edge_add(struct icx_nccl *N, const struct call *a, const struct call
 {
     const char *sh = a->p->host ? a->p->host : "?", *dh = b->p->host ? b->p->host : "?";
     int sg = comm_gpu(a->p, a->comm_id), dg = comm_gpu(b->p, b->comm_id);
-    if (!strcmp(sh, dh) && sg >= 0 && dg >= 0 && sg != dg) { /* over NVLink: when, for the counters */
+    if (!strcmp(sh, dh) && sg >= 0 && dg >= 0 &&
+        sg != dg) { /* over NVLink: when, for the counters */
         struct nvl *nv = realloc(N->nvl, (N->nnvl + 1) * sizeof(*nv));
         if (nv) {
             N->nvl = nv;
@@ -97,7 +98,8 @@ static struct icx_ring_graph *graph_of(const struct call *v, size_t i, size_t j,
 
 /* The graph routing of the instance v[i..j) (all ranks, in rank order); P->ok 0 when NCCL's
  * graph does not cover it.  NCCL dumps one rank's view; nodes are taken to be alike (as NCCL's
- * own search assumes): the graph's CUDA devices must be exactly the communicator's on every host. */
+ * own search assumes): the graph's CUDA devices must be exactly the communicator's on every host.
+ */
 static void plan_build(struct plan *P, const struct call *v, size_t i, size_t j)
 {
     size_t R = j - i;
@@ -192,23 +194,25 @@ void icx_nccl_route(struct icx_nccl *N, const struct call *v, size_t n)
                 for (size_t e = 0; e < P->n; e++) {
                     const struct call *a = &v[i + (size_t)P->e[e].a];
                     edge_add(N, a, &v[i + (size_t)P->e[e].b], P->e[e].snic, P->e[e].dnic, "graph",
-                             (double)a->bytes * icx_nccl_size_mult(a->op, R) * icx_nccl_bus_factor(a->op, R) *
-                                 P->e[e].frac);
+                             (double)a->bytes * icx_nccl_size_mult(a->op, R) *
+                                 icx_nccl_bus_factor(a->op, R) * P->e[e].frac);
                 }
             else
                 for (size_t k = i; k < j; k++) { /* sorted by rank: the next is the next element */
                     const struct call *to = k + 1 < j ? &v[k + 1] : &v[i];
                     edge_add(N, &v[k], to, NULL, NULL, "ring model",
-                             (double)v[k].bytes * icx_nccl_size_mult(v[k].op, R) * icx_nccl_bus_factor(v[k].op, R));
+                             (double)v[k].bytes * icx_nccl_size_mult(v[k].op, R) *
+                                 icx_nccl_bus_factor(v[k].op, R));
                 }
         } else if (v[i].op >= 8 && j - i == 2) {
-            const struct call *s = v[i].op == 8 ? &v[i] : &v[i + 1], *r = s == &v[i] ? &v[i + 1] : &v[i];
+            const struct call *s = v[i].op == 8 ? &v[i] : &v[i + 1],
+                              *r = s == &v[i] ? &v[i + 1] : &v[i];
             edge_add(N, s, r, NULL, NULL, "p2p", (double)s->bytes);
         }
         i = j;
     }
     /* The edges point into the plans' name tables: the report keeps them. */
-    char (**keep)[64] = realloc(N->names, (N->nnames + np + 1) * sizeof(*keep));
+    char(**keep)[64] = realloc(N->names, (N->nnames + np + 1) * sizeof(*keep));
     for (size_t q = 0; q < np; q++) {
         free(plans[q].g);
         free(plans[q].e);
@@ -223,7 +227,8 @@ void icx_nccl_route(struct icx_nccl *N, const struct call *v, size_t n)
     /* Per NIC: the network edges leaving and entering through it. */
     for (size_t i = 0; i < 2 * N->nedges; i++) {
         const struct edge *e = &N->edges[i / 2];
-        const char *host = i % 2 ? e->dst_host : e->src_host, *nic = i % 2 ? e->dst_nic : e->src_nic;
+        const char *host = i % 2 ? e->dst_host : e->src_host,
+                   *nic = i % 2 ? e->dst_nic : e->src_nic;
         if (!nic)
             continue;
         size_t k = 0;

@@ -84,7 +84,8 @@ void icx_nccl_stats_instances(struct icx_nccl *N, const struct call *v, size_t n
         int op = v[i].op >= 8 ? 8 : v[i].op; /* a pair counts for Send */
         for (size_t k = i; c && k < j; k++) {
             if (v[k].gpu == ICX_GPU_DONE)
-                icx_nccl_push(&c->op[v[k].op].gpu, &c->op[v[k].op].ngpu, v[k].gpu_end - v[k].gpu_start);
+                icx_nccl_push(&c->op[v[k].op].gpu, &c->op[v[k].op].ngpu,
+                              v[k].gpu_end - v[k].gpu_start);
             icx_nccl_push(&c->op[v[k].op].host, &c->op[v[k].op].nhost, v[k].exit - v[k].enter);
         }
         if (c && j - i == want) {
@@ -102,7 +103,8 @@ void icx_nccl_stats_instances(struct icx_nccl *N, const struct call *v, size_t n
             /* the operation itself: from the last rank's start on the GPU (or host arrival) to
              * the last finish */
             if (timing)
-                icx_nccl_push(&c->op[op].dur, &c->op[op].ndur, done - (timing == 2 ? gpu_last : last));
+                icx_nccl_push(&c->op[op].dur, &c->op[op].ndur,
+                              done - (timing == 2 ? gpu_last : last));
             c->op[op].host_timed += timing == 1;
             if (v[i].op < 8 && last_rank >= 0 && last_rank < c->nranks) {
                 c->instances++;

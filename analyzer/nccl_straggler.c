@@ -59,10 +59,11 @@ void icx_nccl_stragglers(struct icx_nccl *N, const struct call *v, size_t n, str
                 snprintf(name, sizeof(name), "rank %d (global rank %d)", r, who->rank);
             else
                 snprintf(name, sizeof(name), "rank %d", r);
-            snprintf(ev, sizeof(ev), "%s arrived last at %llu of %llu collectives of "
+            snprintf(ev, sizeof(ev),
+                     "%s arrived last at %llu of %llu collectives of "
                      "communicator %016llx (%d ranks), %.0f%% of all their arrival skew; median "
-                     "lateness %.1f ms; the others waited %.3f s in total for it", name,
-                     (unsigned long long)x->last, (unsigned long long)c->instances,
+                     "lateness %.1f ms; the others waited %.3f s in total for it",
+                     name, (unsigned long long)x->last, (unsigned long long)c->instances,
                      (unsigned long long)c->id, c->nranks, 100 * mine / c->total_skew, med * 1e3,
                      x->imposed);
             struct icx_proc none = {0};

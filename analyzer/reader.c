@@ -30,25 +30,44 @@ struct decoder_of {
 };
 
 static const struct decoder_of decoders[] = {
-    {ICX_REC_STRING, 0, icx_decode_proc},           {ICX_REC_PROCESS, 0, icx_decode_proc},
-    {ICX_REC_CLOCK, 0, icx_decode_proc},            {ICX_REC_LOST, 0, icx_decode_proc},
-    {ICX_REC_NOTE, 0, icx_decode_proc},             {ICX_REC_END, 0, icx_decode_proc},
-    {ICX_REC_THREAD, 0, icx_decode_proc},           {ICX_REC_STACK, 0, icx_decode_proc},
-    {ICX_REC_SYMBOL, 0, icx_decode_proc},           {ICX_REC_DEVICE, 0, icx_decode_cuda},
-    {ICX_REC_LINK, 0, icx_decode_cuda},             {ICX_REC_GPU_SPAN, 0, icx_decode_cuda},
-    {ICX_REC_STACK_REF, 0, icx_decode_cuda},        {ICX_REC_CUDA_COPY, 1, icx_decode_cuda},
-    {ICX_REC_CUDA_ALLOC, 1, icx_decode_cuda},       {ICX_REC_CUDA_FREE, 1, icx_decode_cuda},
-    {ICX_REC_CUDA_HOST_COPY, 1, icx_decode_cuda},   {ICX_REC_HOST_ALLOC, 1, icx_decode_cuda},
-    {ICX_REC_HOST_FREE, 1, icx_decode_cuda},        {ICX_REC_NUMA_NODE, 0, icx_decode_topo},
-    {ICX_REC_CPU_SAMPLES, 0, icx_decode_topo},      {ICX_REC_THREAD_AFFINITY, 0, icx_decode_topo},
-    {ICX_REC_HOST_NUMA, 0, icx_decode_topo},        {ICX_REC_NVLINK_COUNTERS, 0, icx_decode_topo},
-    {ICX_REC_NIC, 0, icx_decode_topo},              {ICX_REC_PCI_PATH, 0, icx_decode_topo},
-    {ICX_REC_IB_COUNTERS, 0, icx_decode_topo},      {ICX_REC_VERBS_DEVICE, 0, icx_decode_verbs},
-    {ICX_REC_VERBS_PORT, 0, icx_decode_verbs},      {ICX_REC_VERBS_AGG, 0, icx_decode_verbs},
-    {ICX_REC_VERBS_QP, 1, icx_decode_verbs},        {ICX_REC_VERBS_MR, 1, icx_decode_verbs},
-    {ICX_REC_VERBS_CQ, 1, icx_decode_verbs},        {ICX_REC_VERBS_WR, 1, icx_decode_verbs},
-    {ICX_REC_VERBS_WC, 1, icx_decode_verbs},        {ICX_REC_NCCL_COMM, 1, icx_decode_nccl},
-    {ICX_REC_NCCL_CALL, 1, icx_decode_nccl},        {ICX_REC_NCCL_DUMP, 0, icx_decode_nccl},
+    {ICX_REC_STRING, 0, icx_decode_proc},
+    {ICX_REC_PROCESS, 0, icx_decode_proc},
+    {ICX_REC_CLOCK, 0, icx_decode_proc},
+    {ICX_REC_LOST, 0, icx_decode_proc},
+    {ICX_REC_NOTE, 0, icx_decode_proc},
+    {ICX_REC_END, 0, icx_decode_proc},
+    {ICX_REC_THREAD, 0, icx_decode_proc},
+    {ICX_REC_STACK, 0, icx_decode_proc},
+    {ICX_REC_SYMBOL, 0, icx_decode_proc},
+    {ICX_REC_DEVICE, 0, icx_decode_cuda},
+    {ICX_REC_LINK, 0, icx_decode_cuda},
+    {ICX_REC_GPU_SPAN, 0, icx_decode_cuda},
+    {ICX_REC_STACK_REF, 0, icx_decode_cuda},
+    {ICX_REC_CUDA_COPY, 1, icx_decode_cuda},
+    {ICX_REC_CUDA_ALLOC, 1, icx_decode_cuda},
+    {ICX_REC_CUDA_FREE, 1, icx_decode_cuda},
+    {ICX_REC_CUDA_HOST_COPY, 1, icx_decode_cuda},
+    {ICX_REC_HOST_ALLOC, 1, icx_decode_cuda},
+    {ICX_REC_HOST_FREE, 1, icx_decode_cuda},
+    {ICX_REC_NUMA_NODE, 0, icx_decode_topo},
+    {ICX_REC_CPU_SAMPLES, 0, icx_decode_topo},
+    {ICX_REC_THREAD_AFFINITY, 0, icx_decode_topo},
+    {ICX_REC_HOST_NUMA, 0, icx_decode_topo},
+    {ICX_REC_NVLINK_COUNTERS, 0, icx_decode_topo},
+    {ICX_REC_NIC, 0, icx_decode_topo},
+    {ICX_REC_PCI_PATH, 0, icx_decode_topo},
+    {ICX_REC_IB_COUNTERS, 0, icx_decode_topo},
+    {ICX_REC_VERBS_DEVICE, 0, icx_decode_verbs},
+    {ICX_REC_VERBS_PORT, 0, icx_decode_verbs},
+    {ICX_REC_VERBS_AGG, 0, icx_decode_verbs},
+    {ICX_REC_VERBS_QP, 1, icx_decode_verbs},
+    {ICX_REC_VERBS_MR, 1, icx_decode_verbs},
+    {ICX_REC_VERBS_CQ, 1, icx_decode_verbs},
+    {ICX_REC_VERBS_WR, 1, icx_decode_verbs},
+    {ICX_REC_VERBS_WC, 1, icx_decode_verbs},
+    {ICX_REC_NCCL_COMM, 1, icx_decode_nccl},
+    {ICX_REC_NCCL_CALL, 1, icx_decode_nccl},
+    {ICX_REC_NCCL_DUMP, 0, icx_decode_nccl},
 };
 
 static const struct decoder_of *decoder_for(unsigned type)
@@ -80,8 +99,7 @@ static int stream_header(struct decoder *d, const struct icx_rec *r, char *err, 
     }
     const struct icx_file_header *h = (const void *)r;
     if (h->magic == ICX_MAGIC_SWAPPED) {
-        snprintf(err, errlen,
-                 "trace written on a big-endian machine: not supported by format 1");
+        snprintf(err, errlen, "trace written on a big-endian machine: not supported by format 1");
         return -1;
     }
     if (h->magic != ICX_MAGIC) {

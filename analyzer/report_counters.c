@@ -237,8 +237,8 @@ static void counters_print(FILE *out, const struct icx_analysis *A)
     for (size_t i = 0; i < C->n; i++) {
         const struct icx_counter_row *r = &C->rows[i];
         uint64_t tx = r->tx1 - r->tx0, rx = r->rx1 - r->rx0;
-        if (r->nic || (!tx && !rx && !r->tx_explained && !r->rx_explained && !r->tx_nccl &&
-                       !r->rx_nccl))
+        if (r->nic ||
+            (!tx && !rx && !r->tx_explained && !r->rx_explained && !r->tx_nccl && !r->rx_nccl))
             continue;
         if (!header++)
             fprintf(out,

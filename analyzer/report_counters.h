@@ -19,13 +19,13 @@ struct icx_counter_row {
     int nic; /* 0: GPU NVLink counters, bus = PCI address; 1: IB port, bus = NIC name */
     uint64_t wait0, wait1, discards0, discards1; /* IB only */
     char host[128], bus[32];
-    int device; /* CUDA ordinal in a process that used it, -1 none */
+    int device;                  /* CUDA ordinal in a process that used it, -1 none */
     struct icx_sample_span span; /* of the host's samples */
     double t0, t1;
     uint64_t tx0, rx0, tx1, rx1;
     uint64_t tx_explained, rx_explained; /* by intercepted copies */
     uint64_t tx_nccl, rx_nccl;           /* by NCCL's routing (icx_nccl_explain_counters) */
-    uint64_t resolution; /* bytes: the counters count whole KiB per link */
+    uint64_t resolution;                 /* bytes: the counters count whole KiB per link */
     /* Over time, from consecutive samples: TX rate mean and peak, and the time spent above 80 %
      * of the GPU's NVLink capacity (per direction). */
     double capacity_bps, tx_mean_bps, tx_peak_bps, tx_time_above_80;

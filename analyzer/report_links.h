@@ -1,4 +1,5 @@
-/* The per-link peer-copy report (report_links.c): its rows are what the topology report annotates. */
+/* The per-link peer-copy report (report_links.c): its rows are what the topology report annotates.
+ */
 #ifndef ICX_REPORT_LINKS_H
 #define ICX_REPORT_LINKS_H
 

@@ -6,10 +6,10 @@
  * seq), a send/recv pair by (comm_id, sender, receiver, seq).  Times are put on one wall-clock
  * timeline (each process's CLOCK anchor).  An instance's duration runs from the last rank's
  * start on the GPU to the last rank's GPU finish (calls without GPU timing: host arrival to
- * return): the time the operation itself took, which is what bus bandwidth is about (nccl-tests' conventions: size = this rank's buffer, times the number of
- * ranks for gathers and scatters; busbw = algbw x 2(n-1)/n for all-reduce, (n-1)/n for all-gather,
- * reduce-scatter, all-to-all, gather, scatter, 1 otherwise).  A call in a group returns with its
- * group's ncclGroupEnd.
+ * return): the time the operation itself took, which is what bus bandwidth is about (nccl-tests'
+ * conventions: size = this rank's buffer, times the number of ranks for gathers and scatters; busbw
+ * = algbw x 2(n-1)/n for all-reduce, (n-1)/n for all-gather, reduce-scatter, all-to-all, gather,
+ * scatter, 1 otherwise).  A call in a group returns with its group's ncclGroupEnd.
  *
  * Hangs and post-mortems: every call is written on entry too, so a call that never returned is in
  * the trace, and work NCCL enqueued whose GPU span had started but not finished when the trace
@@ -72,14 +72,17 @@ static void nccl_print(FILE *out, const struct icx_analysis *A)
                     (unsigned long long)c->id, c->traced, c->nranks, icx_nccl_op_names[o],
                     (unsigned long long)s->calls, (unsigned long long)s->bytes, s->p50 * 1e3,
                     s->p99 * 1e3, s->gpu_p50 * 1e3, s->busbw / 1e9,
-                    !s->ndur ? "-" : s->host_timed ? "host" : "gpu");
+                    !s->ndur        ? "-"
+                    : s->host_timed ? "host"
+                                    : "gpu");
         }
         if (c->stuck.nwaiting)
             fprintf(out, "  %16s stuck: %d of %d ranks wait in %s #%llu (%d missing)\n", "",
                     c->stuck.nwaiting, c->nranks, icx_nccl_op_names[c->stuck.op],
                     (unsigned long long)c->stuck.seq, c->stuck.nmissing);
     }
-    fprintf(out, "  routing: %d communicator(s) along NCCL's own ring graph, %d by the ring model\n",
+    fprintf(out,
+            "  routing: %d communicator(s) along NCCL's own ring graph, %d by the ring model\n",
             N->comms_graph, N->comms_ring);
     int header = 0;
     for (size_t i = 0; i < N->nedges; i++) {

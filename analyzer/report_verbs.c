@@ -237,9 +237,10 @@ static void rails(struct icx_verbs *V, struct icx_findings *F)
             if (strcmp(x->host, host))
                 continue;
             if (x->opened && x->port_rate_mbps && x->port_rate_mbps < fastest) {
-                snprintf(ev, sizeof(ev), "%s port %d on %s is up at %.0f Gb/s, the host's other "
-                         "RDMA ports at %.0f Gb/s", x->name, x->port, host,
-                         x->port_rate_mbps / 1e3, fastest / 1e3);
+                snprintf(ev, sizeof(ev),
+                         "%s port %d on %s is up at %.0f Gb/s, the host's other "
+                         "RDMA ports at %.0f Gb/s",
+                         x->name, x->port, host, x->port_rate_mbps / 1e3, fastest / 1e3);
                 nic_finding(F, "nic_degraded", host, ev,
                             "check the port's cable and width (ibstat: Rate, Link width); a rail "
                             "that trains down slows every collective that crosses it");
@@ -247,9 +248,11 @@ static void rails(struct icx_verbs *V, struct icx_findings *F)
             double share = n > 1 && sum > 0 ? (double)(x->tx_bytes + x->rx_bytes) / (sum / n) : 1;
             if (x->link_layer != ll || (share >= 0.5 && share <= 1.5))
                 continue;
-            snprintf(ev, sizeof(ev), "%s port %d on %s carried %.0f%% of the mean bytes of the host's "
-                     "%d %s NICs (%llu of a mean %.0f)", x->name, x->port, host, share * 100, n,
-                     ll_name(ll), (unsigned long long)(x->tx_bytes + x->rx_bytes), sum / n);
+            snprintf(ev, sizeof(ev),
+                     "%s port %d on %s carried %.0f%% of the mean bytes of the host's "
+                     "%d %s NICs (%llu of a mean %.0f)",
+                     x->name, x->port, host, share * 100, n, ll_name(ll),
+                     (unsigned long long)(x->tx_bytes + x->rx_bytes), sum / n);
             nic_finding(F, "nic_imbalance", host, ev,
                         share < 0.5 ? "check that the NIC is up and selected (NCCL_IB_HCA, the "
                                       "job's rail mapping): it is idle while others carry the load"
@@ -350,8 +353,7 @@ static void rail_alignment(const struct icx_verbs *V, const struct icx_trace *t,
         unsigned best = 0;
         int best_nic = -1;
         for (int k = 0; k < ICX_RD_MAX_NICS; k++)
-            if (p->nics[k].present && p->nics[k].path[g] &&
-                (!best || p->nics[k].path[g] < best)) {
+            if (p->nics[k].present && p->nics[k].path[g] && (!best || p->nics[k].path[g] < best)) {
                 best = p->nics[k].path[g];
                 best_nic = k;
             }
@@ -373,12 +375,16 @@ static void rail_alignment(const struct icx_verbs *V, const struct icx_trace *t,
                 if (V->qps[x].p == p && V->qps[x].ctx == r->ctx)
                     bytes += V->qps[x].out_bytes + V->qps[x].in_read_bytes;
             char ev[600], fix[300];
-            snprintf(ev, sizeof(ev), "the process drives GPU %d (%s) but its RDMA traffic (%llu B) "
-                     "goes through %s, %s from that GPU; %s is %s", g, p->dev[g].bus,
-                     (unsigned long long)bytes, name, icx_pci_path_name(p->nics[k].path[g]),
-                     p->nics[best_nic].name, icx_pci_path_name(best));
-            snprintf(fix, sizeof(fix), "use the GPU's own rail: NCCL_IB_HCA=%s for this rank (or fix "
-                     "the launcher's GPU/NIC mapping)", p->nics[best_nic].name);
+            snprintf(ev, sizeof(ev),
+                     "the process drives GPU %d (%s) but its RDMA traffic (%llu B) "
+                     "goes through %s, %s from that GPU; %s is %s",
+                     g, p->dev[g].bus, (unsigned long long)bytes, name,
+                     icx_pci_path_name(p->nics[k].path[g]), p->nics[best_nic].name,
+                     icx_pci_path_name(best));
+            snprintf(fix, sizeof(fix),
+                     "use the GPU's own rail: NCCL_IB_HCA=%s for this rank (or fix "
+                     "the launcher's GPU/NIC mapping)",
+                     p->nics[best_nic].name);
             icx_finding_add(F, "rail_misalignment", p, ev, fix);
             break; /* one finding per process */
         }
@@ -411,8 +417,8 @@ static void gpu_nic_matrix(struct icx_verbs *V, const struct icx_trace *t)
                 }
             struct gpunic *e = NULL;
             for (size_t k = 0; k < V->ngn && !e; k++)
-                if (!strcmp(V->gn[k].host, host_of(p)) && !strcmp(V->gn[k].gpu_bus, p->dev[g].bus) &&
-                    !strcmp(V->gn[k].nic, nic))
+                if (!strcmp(V->gn[k].host, host_of(p)) &&
+                    !strcmp(V->gn[k].gpu_bus, p->dev[g].bus) && !strcmp(V->gn[k].nic, nic))
                     e = &V->gn[k];
             if (!e) {
                 struct gpunic *n = realloc(V->gn, (V->ngn + 1) * sizeof(*n));
@@ -513,9 +519,11 @@ static struct icx_verbs *verbs_compute_new(const struct icx_trace *t, const stru
                 n->errors += e->count;
             V->errors += e->count;
             char ev[400];
-            snprintf(ev, sizeof(ev), "%llu work completions with status %s (vendor error 0x%x) on "
-                     "QP %u of %s", (unsigned long long)e->count, icx_wc_status_name(e->status),
-                     e->vendor_err, e->qp_num, n ? n->name : "?");
+            snprintf(ev, sizeof(ev),
+                     "%llu work completions with status %s (vendor error 0x%x) on "
+                     "QP %u of %s",
+                     (unsigned long long)e->count, icx_wc_status_name(e->status), e->vendor_err,
+                     e->qp_num, n ? n->name : "?");
             icx_finding_add(F, "rdma_completion_error", p, ev,
                             "check the QP's peer and its state (a flushed QP reports every "
                             "outstanding request as WR_FLUSH_ERR after the first error)");
@@ -573,10 +581,10 @@ static void verbs_print(FILE *out, const struct icx_analysis *A)
         fprintf(out, "  %-16s %-10s %4d %-10s %14llu %14llu %10llu %10llu %12.3f %6llu\n", n->host,
                 n->name, n->port, ll_name(n->link_layer), (unsigned long long)n->tx_bytes,
                 (unsigned long long)n->rx_bytes, (unsigned long long)n->wrs,
-                (unsigned long long)n->recvs, n->peak_bps * 8 / 1e9,
-                (unsigned long long)n->errors);
+                (unsigned long long)n->recvs, n->peak_bps * 8 / 1e9, (unsigned long long)n->errors);
     }
-    fprintf(out, "\nRDMA per QP (posted work requests; QPs that moved no bytes are counted below)\n");
+    fprintf(out,
+            "\nRDMA per QP (posted work requests; QPs that moved no bytes are counted below)\n");
     fprintf(out, "  %-16s %7s %-8s %8s  %-22s %10s %14s  %s\n", "host", "pid", "nic", "qp", "op",
             "count", "bytes", "peer");
     size_t quiet = 0;
@@ -597,16 +605,17 @@ static void verbs_print(FILE *out, const struct icx_analysis *A)
         for (int o = 0; o < r->nops; o++)
             fprintf(out, "  %-16s %7d %-8s %8u  %-22s %10llu %14llu  %s\n", host_of(r->p),
                     r->p->pid, nic, r->qpn, icx_verbs_opcode_name(r->ops[o].kind, r->ops[o].opcode),
-                    (unsigned long long)r->ops[o].count, (unsigned long long)r->ops[o].bytes,
-                    peer);
+                    (unsigned long long)r->ops[o].count, (unsigned long long)r->ops[o].bytes, peer);
     }
     if (quiet)
-        fprintf(out, "  (%zu more QPs moved no bytes: receives posted, completions, or nothing; "
-                     "--json lists them)\n", quiet);
+        fprintf(out,
+                "  (%zu more QPs moved no bytes: receives posted, completions, or nothing; "
+                "--json lists them)\n",
+                quiet);
     if (V->ngn) {
         fprintf(out, "\nGPU <-> NIC (RDMA of the processes driving each GPU)\n");
-        fprintf(out, "  %-16s %4s %-14s %-10s %-5s %14s %10s\n", "host", "gpu", "pci", "nic", "path",
-                "bytes", "GB/s");
+        fprintf(out, "  %-16s %4s %-14s %-10s %-5s %14s %10s\n", "host", "gpu", "pci", "nic",
+                "path", "bytes", "GB/s");
         for (size_t i = 0; i < V->ngn; i++) {
             const struct gpunic *e = &V->gn[i];
             double span = e->t1 - e->t0;

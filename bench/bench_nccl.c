@@ -1,7 +1,8 @@
 /* Cost of one ncclAllReduce call as the application sees it (bench_timing.h), against the null
  * libnccl (bench/nullnccl.c) and the null libcudart (the tracer's two event records per call
  * return at once there, so their real cost -- a few hundred ns to microseconds on a GPU, to be
- * measured on one -- is not in these numbers).  bench/run.sh runs it with and without the preload. */
+ * measured on one -- is not in these numbers).  bench/run.sh runs it with and without the preload.
+ */
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 

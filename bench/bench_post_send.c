@@ -8,8 +8,8 @@
 static struct ibv_qp qp = {.qp_num = 7};
 static char buf[4096];
 static struct ibv_sge sg = {0, sizeof(buf), 1};
-static struct ibv_send_wr wr = {.wr_id = 1, .sg_list = &sg, .num_sge = 1,
-                                .opcode = IBV_WR_RDMA_WRITE};
+static struct ibv_send_wr wr = {
+    .wr_id = 1, .sg_list = &sg, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE};
 
 static void burst(int per)
 {

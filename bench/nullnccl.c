@@ -49,5 +49,12 @@ API ncclResult_t pncclAllReduce(const void *s, void *r, size_t n, ncclDataType_t
     (void)s, (void)r, (void)n, (void)t, (void)op, (void)c, (void)st;
     return ncclSuccess;
 }
-ALIAS(ncclGetUniqueId) ALIAS(ncclCommInitRank) ALIAS(ncclCommDestroy) ALIAS(ncclCommCuDevice)
-ALIAS(ncclCommCount) ALIAS(ncclCommUserRank) ALIAS(ncclAllReduce)
+/* clang-format off */
+ALIAS(ncclGetUniqueId)
+ALIAS(ncclCommInitRank)
+ALIAS(ncclCommDestroy)
+ALIAS(ncclCommCuDevice)
+ALIAS(ncclCommCount)
+ALIAS(ncclCommUserRank)
+ALIAS(ncclAllReduce)
+/* clang-format on */

@@ -22,11 +22,22 @@
  * outermost at fork; its child handler, run last, restarts the stream), the identity before the
  * modules whose stream records follow it, the per-thread buffers and the frame (the note queue,
  * the innermost lock) last. */
+/* clang-format off */
 static const struct icx_module *const icx_modules[] = {
-    &icx_mod_writer, &icx_mod_identity, &icx_mod_cuda,  &icx_mod_gpu,  &icx_mod_topo,
-    &icx_mod_verbs,  &icx_mod_nccl,     &icx_mod_placement, &icx_mod_stack, ICX_EXTRA_MODULES
-    &icx_mod_tbuf,   &icx_mod_frame,
+    &icx_mod_writer,
+    &icx_mod_identity,
+    &icx_mod_cuda,
+    &icx_mod_gpu,
+    &icx_mod_topo,
+    &icx_mod_verbs,
+    &icx_mod_nccl,
+    &icx_mod_placement,
+    &icx_mod_stack,
+    ICX_EXTRA_MODULES /* -DICX_EXTRA_MODULES='&icx_mod_example,' (preload/examples/) */
+    &icx_mod_tbuf,
+    &icx_mod_frame,
 };
+/* clang-format on */
 #define ICX_NMODULES (sizeof(icx_modules) / sizeof(icx_modules[0]))
 
 /* ---- signals: flush what we have, then let the job's own disposition happen ---- */

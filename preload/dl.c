@@ -33,12 +33,13 @@ void icx_dl_use_modules(const struct icx_module *const *mods, size_t nmods)
     atomic_store(&icx_dl_mods, mods);
 }
 
-void *icx_dl_decide(void *handle, const char *name, const char *version); /* the assembly calls it */
+/* The assembly calls it. */
+void *icx_dl_decide(void *handle, const char *name, const char *version);
 
 /* NULL: pass the lookup on untouched.  Otherwise the pointer to return.  Before the constructor
  * handed over the modules (a sanitizer's start-up, other constructors) every lookup passes. */
 ICX_NOSAN __attribute__((used)) void *icx_dl_decide(void *handle, const char *name,
-                                                     const char *version)
+                                                    const char *version)
 {
     icx_dl_init();
     const struct icx_module *const *mods = atomic_load(&icx_dl_mods);

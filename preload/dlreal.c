@@ -39,9 +39,11 @@ static void *icx_dlv_missing(void *h, const char *name, const char *ver)
 void *(*icx_real_dlsym)(void *, const char *) = icx_dl_missing;
 void *(*icx_real_dlvsym)(void *, const char *, const char *) = icx_dlv_missing;
 
+typedef ElfW(Dyn) icx_elf_dyn; /* one name: clang-format reads ElfW(Dyn) *p as a product */
+
 /* The default-version definition of `name` in one loaded object, from its .dynsym.  The symbol
  * count comes from DT_HASH, or from DT_GNU_HASH's buckets and chains. */
-ICX_NOSAN static void *icx_dynsym_lookup(uintptr_t base, const ElfW(Dyn) *dyn, const char *name)
+ICX_NOSAN static void *icx_dynsym_lookup(uintptr_t base, const icx_elf_dyn *dyn, const char *name)
 {
     if (!dyn)
         return NULL;

@@ -357,16 +357,17 @@ static void icx_write_unfinished(struct icx_frame *f)
         int started = query && query(p->start) == cudaSuccess &&
                       (icx_anchors[p->dev].ok || icx_anchor(p->dev)) &&
                       icx_elapsed(&off_ms, icx_anchors[p->dev].ev, p->start);
-        struct icx_rec_gpu_span *s = icx_frame_put(f, ICX_REC_GPU_SPAN, (uint32_t)p->dev, sizeof(*s));
+        struct icx_rec_gpu_span *s =
+            icx_frame_put(f, ICX_REC_GPU_SPAN, (uint32_t)p->dev, sizeof(*s));
         if (!s) {
             icx_count_lost(ICX_LOST_gpu_timing_error);
             continue;
         }
         s->copy_id = p->copy_id;
         s->flags = ICX_SPAN_NO_END | (started ? 0 : ICX_SPAN_NO_START);
-        s->start_ns = started ? (uint64_t)((int64_t)icx_anchors[p->dev].host_ns +
-                                           (int64_t)(off_ms * 1e6))
-                              : 0;
+        s->start_ns =
+            started ? (uint64_t)((int64_t)icx_anchors[p->dev].host_ns + (int64_t)(off_ms * 1e6))
+                    : 0;
         s->end_ns = 0;
     }
     icx_pend_n = 0; /* the events stay with the device: it may still be using them */

@@ -1,9 +1,10 @@
+/* clang-format off */
 /* The one bracket every hook is written with.  A wrapper reads, in this order:
  *
  *     real = ICX_REAL(name);                      resolve (resolve.h); missing: the API's own error
  *     if (!real)
  *         return <the API's error>;
- *     if (!icx_call_begin(&c, &guard))             tracing off, or re-entered: pass straight through
+ *     if (!icx_call_begin(&c, &guard))             off, or re-entered: pass straight through
  *         return real(args);
  *     rc = real(args);                            the real call
  *     icx_call_returned(&c);                      errno as the real call left it, kept
@@ -14,6 +15,7 @@
  * No return is hidden in a macro and nothing here takes a lock.  `guard` is the re-entry guard the
  * hook family uses: &icx_self.guard for most, NCCL's own (nccl.c) so that what NCCL does through
  * other hooked libraries on its thread is still traced. */
+/* clang-format on */
 #ifndef ICX_HOOK_H
 #define ICX_HOOK_H
 

@@ -28,8 +28,8 @@
 
 ICX_NCCL_DECL(ncclCommInitRank, (ncclComm_t *, int, ncclUniqueId, int));
 ICX_NCCL_DECL(ncclCommInitRankConfig, (ncclComm_t *, int, ncclUniqueId, int, ncclConfig_t *));
-ICX_NCCL_DECL(ncclCommInitRankScalable, (ncclComm_t *, int, int, int, ncclUniqueId *,
-                                         ncclConfig_t *));
+ICX_NCCL_DECL(ncclCommInitRankScalable,
+              (ncclComm_t *, int, int, int, ncclUniqueId *, ncclConfig_t *));
 ICX_NCCL_DECL(ncclCommInitAll, (ncclComm_t *, int, const int *));
 ICX_NCCL_DECL(ncclCommSplit, (ncclComm_t, int, int, ncclComm_t *, ncclConfig_t *));
 ICX_NCCL_DECL(ncclCommShrink, (ncclComm_t, int *, int, ncclComm_t *, ncclConfig_t *, int));
@@ -45,7 +45,7 @@ ICX_NCCL_DECL(ncclCommWindowRegister, (ncclComm_t, void *, size_t, ncclWindow_t 
 ICX_NCCL_DECL(ncclCommWindowDeregister, (ncclComm_t, ncclWindow_t));
 ICX_NCCL_DECL(ncclCommCount, (const ncclComm_t, int *));
 ICX_NCCL_DECL(ncclCommCuDevice, (const ncclComm_t, int *));
-ICX_NCCL_DECL(ncclCommUserRank, (const ncclComm_t, int *));;
+ICX_NCCL_DECL(ncclCommUserRank, (const ncclComm_t, int *));
 
 /* ---- records ---- */
 
@@ -128,8 +128,8 @@ ICX_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqu
     icx_nccl_dumps_prepare();
     ncclResult_t rc = real(comm, nranks, uid, rank);
     icx_call_returned(&c);
-    icx_comm_created(ICX_API_ncclCommInitRank, c.t0, comm, icx_fnv(&uid, sizeof(uid), ICX_FNV_BASIS),
-                     0, rank, nranks, 0, 0, rc);
+    icx_comm_created(ICX_API_ncclCommInitRank, c.t0, comm,
+                     icx_fnv(&uid, sizeof(uid), ICX_FNV_BASIS), 0, rank, nranks, 0, 0, rc);
     icx_call_end(&c);
     return rc;
 }
@@ -209,7 +209,8 @@ ICX_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclC
     int rank = -1, nranks = -1;
     if (rc == ncclSuccess && newcomm)
         icx_comm_shape(*newcomm, &rank, &nranks);
-    icx_comm_created(ICX_API_ncclCommSplit, c.t0, newcomm, id, parent, rank, nranks, color, key, rc);
+    icx_comm_created(ICX_API_ncclCommSplit, c.t0, newcomm, id, parent, rank, nranks, color, key,
+                     rc);
     icx_call_end(&c);
     return rc;
 }
@@ -240,7 +241,7 @@ ICX_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int *excl, int nexcl, nc
     return rc;
 }
 
-/* Finalize, destroy, abort: the end of a communicator (finalize keeps it known: destroy follows). */
+/* Finalize, destroy, abort: a communicator's end (finalize keeps it known: destroy follows). */
 static ncclResult_t icx_comm_end(enum icx_api api, ncclResult_t (*real)(ncclComm_t), ncclComm_t h)
 {
     struct icx_call c;

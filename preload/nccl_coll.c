@@ -20,23 +20,23 @@ static ICX_TLS uint32_t icx_group_id;
 static ICX_TLS cudaStream_t icx_group_streams[ICX_GROUP_STREAMS];
 static ICX_TLS int icx_group_nstreams;
 
-ICX_NCCL_DECL(ncclAllReduce, (const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,
-                              ncclComm_t, cudaStream_t));
-ICX_NCCL_DECL(ncclBroadcast, (const void *, void *, size_t, ncclDataType_t, int, ncclComm_t,
+ICX_NCCL_DECL(ncclAllReduce, (const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
                               cudaStream_t));
+ICX_NCCL_DECL(ncclBroadcast,
+              (const void *, void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t));
 ICX_NCCL_DECL(ncclBcast, (void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t));
 ICX_NCCL_DECL(ncclReduce, (const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, int,
                            ncclComm_t, cudaStream_t));
-ICX_NCCL_DECL(ncclAllGather, (const void *, void *, size_t, ncclDataType_t, ncclComm_t,
-                              cudaStream_t));
+ICX_NCCL_DECL(ncclAllGather,
+              (const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t));
 ICX_NCCL_DECL(ncclReduceScatter, (const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,
                                   ncclComm_t, cudaStream_t));
-ICX_NCCL_DECL(ncclAlltoAll, (const void *, void *, size_t, ncclDataType_t, ncclComm_t,
-                             cudaStream_t));
-ICX_NCCL_DECL(ncclGather, (const void *, void *, size_t, ncclDataType_t, int, ncclComm_t,
-                           cudaStream_t));
-ICX_NCCL_DECL(ncclScatter, (const void *, void *, size_t, ncclDataType_t, int, ncclComm_t,
-                            cudaStream_t));
+ICX_NCCL_DECL(ncclAlltoAll,
+              (const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t));
+ICX_NCCL_DECL(ncclGather,
+              (const void *, void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t));
+ICX_NCCL_DECL(ncclScatter,
+              (const void *, void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t));
 ICX_NCCL_DECL(ncclSend, (const void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t));
 ICX_NCCL_DECL(ncclRecv, (void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t));
 ICX_NCCL_DECL(ncclGroupStart, (void));

@@ -21,7 +21,7 @@ static const char *const icx_dump_env[2] = {"NCCL_TOPO_DUMP_FILE", "NCCL_GRAPH_D
 static char icx_dump_path[2][256];
 static int icx_dump_ours[2];
 static uint64_t icx_dump_last[2]; /* hash of the last text read from a file of the user's */
-static int icx_dump_prepared; /* under icx_dump_lock */
+static int icx_dump_prepared;     /* under icx_dump_lock */
 static pthread_mutex_t icx_dump_lock = PTHREAD_MUTEX_INITIALIZER;
 struct icx_dump_item { /* read, for the writer */
     int kind;          /* NCCL_DUMP aux: 1 topology, 2 graph, 3 debug lines */

@@ -13,9 +13,8 @@ struct icx_nsym {
 };
 #define ICX_NCCL_DECL(name, params)                                                                \
     typedef ncclResult_t(*icx_real_##name##_t) params;                                             \
-    static struct icx_nsym icx_nsym_##name = {{"p" #name, ICX_LIB_NCCL, NULL, NULL, 0},            \
-                                              {#name, ICX_LIB_NCCL, NULL, NULL, 0},                \
-                                              NULL}
+    static struct icx_nsym icx_nsym_##name = {                                                     \
+        {"p" #name, ICX_LIB_NCCL, NULL, NULL, 0}, {#name, ICX_LIB_NCCL, NULL, NULL, 0}, NULL}
 #define ICX_NCCL_REAL(name) ((icx_real_##name##_t)icx_nccl_real(&icx_nsym_##name))
 
 static inline void *icx_nccl_real(struct icx_nsym *s)

@@ -66,7 +66,8 @@ static void icx_nics_load(struct icx_frame *f)
         snprintf(n->bus, sizeof(n->bus), "%s", slash ? slash + 1 : n->path);
         snprintf(rel, sizeof(rel), "/sys/class/infiniband/%s/device/numa_node", e->d_name);
         n->numa = icx_sysfs_read_path(rel, val, sizeof(val)) == 0 ? atoi(val) : -1;
-        uint32_t s_name = icx_intern(f, n->name), s_bus = icx_intern(f, n->bus); /* defined before use */
+        /* the strings are defined before the record that uses them */
+        uint32_t s_name = icx_intern(f, n->name), s_bus = icx_intern(f, n->bus);
         struct icx_rec_nic *r = icx_frame_put(f, ICX_REC_NIC, (uint32_t)icx_nnics, sizeof(*r));
         if (r) {
             r->name = s_name;

@@ -21,9 +21,9 @@ struct icx_tbuf {
     uint8_t *data;
     uint64_t cap; /* bytes, power of two */
     uint32_t tid;
-    _Atomic int dead;      /* owner exited; writer drains and frees */
-    int announced;         /* writer emitted its THREAD record */
-    struct icx_tbuf *next; /* registry list, under the tbuf lock */
+    _Atomic int dead;              /* owner exited; writer drains and frees */
+    int announced;                 /* writer emitted its THREAD record */
+    struct icx_tbuf *next;         /* registry list, under the tbuf lock */
     void *ext[ICX_TBUF_EXT_SLOTS]; /* set by their module with __atomic release stores */
 };
 

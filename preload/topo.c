@@ -329,7 +329,9 @@ static void icx_topo_drained(struct icx_frame *f, const struct icx_rec *r)
             icx_seen(((const struct icx_rec_cuda_alloc *)r)->device);
         break;
     case ICX_REC_NCCL_COMM: icx_seen(((const struct icx_rec_nccl_comm *)r)->device); break;
-    case ICX_REC_CUDA_HOST_COPY: icx_seen(((const struct icx_rec_cuda_host_copy *)r)->device); break;
+    case ICX_REC_CUDA_HOST_COPY:
+        icx_seen(((const struct icx_rec_cuda_host_copy *)r)->device);
+        break;
     case ICX_REC_CUDA_COPY:
         icx_seen(((const struct icx_rec_cuda_copy *)r)->src_dev);
         icx_seen(((const struct icx_rec_cuda_copy *)r)->dst_dev);

@@ -59,17 +59,22 @@ static uint32_t icx_port_rate_mbps(uint8_t speed, uint8_t width)
 {
     uint32_t lane;
     switch (speed) {
-    case 1: lane = 2000; break;    /* SDR */
-    case 2: lane = 4000; break;    /* DDR */
-    case 4: lane = 8000; break;    /* QDR */
-    case 8: lane = 10000; break;   /* FDR10 */
-    case 16: lane = 13636; break;  /* FDR */
-    case 32: lane = 25000; break;  /* EDR */
-    case 64: lane = 50000; break;  /* HDR */
+    case 1: lane = 2000; break;     /* SDR */
+    case 2: lane = 4000; break;     /* DDR */
+    case 4: lane = 8000; break;     /* QDR */
+    case 8: lane = 10000; break;    /* FDR10 */
+    case 16: lane = 13636; break;   /* FDR */
+    case 32: lane = 25000; break;   /* EDR */
+    case 64: lane = 50000; break;   /* HDR */
     case 128: lane = 100000; break; /* NDR */
     default: return 0;
     }
-    unsigned lanes = width == 1 ? 1 : width == 2 ? 4 : width == 4 ? 8 : width == 8 ? 12 : width == 16 ? 2 : 0;
+    unsigned lanes = width == 1    ? 1
+                     : width == 2  ? 4
+                     : width == 4  ? 8
+                     : width == 8  ? 12
+                     : width == 16 ? 2
+                                   : 0;
     return lane * lanes;
 }
 
@@ -215,13 +220,14 @@ static struct ibv_qp *icx_vw_create_qp_ex(struct ibv_context *ctx, struct ibv_qp
     struct ibv_qp *qp = v->create_qp_ex(ctx, a);
     icx_call_returned(&c);
     icx_vrec_qp(ICX_API_ibv_create_qp_ex, c.t0, ctx, qp ? qp->qp_num : 0, a->qp_type, NULL, 0,
-                qp ? 0 : c.saved_errno ? c.saved_errno : -1);
+                qp              ? 0
+                : c.saved_errno ? c.saved_errno
+                                : -1);
     icx_call_end(&c);
     return qp;
 }
 
-static struct ibv_cq_ex *icx_vw_create_cq_ex(struct ibv_context *ctx,
-                                             struct ibv_cq_init_attr_ex *a)
+static struct ibv_cq_ex *icx_vw_create_cq_ex(struct ibv_context *ctx, struct ibv_cq_init_attr_ex *a)
 {
     const struct icx_vctx *v = icx_vctx_of(ctx);
     struct icx_call c;
@@ -332,7 +338,10 @@ ICX_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_at
     struct ibv_qp *qp = real(pd, a);
     icx_call_returned(&c);
     icx_vrec_qp(ICX_API_ibv_create_qp, c.t0, pd ? pd->context : NULL, qp ? qp->qp_num : 0,
-                a ? (int)a->qp_type : 0, NULL, 0, qp ? 0 : c.saved_errno ? c.saved_errno : -1);
+                a ? (int)a->qp_type : 0, NULL, 0,
+                qp              ? 0
+                : c.saved_errno ? c.saved_errno
+                                : -1);
     icx_call_end(&c);
     return qp;
 }
@@ -347,8 +356,8 @@ ICX_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int ma
         return real(qp, attr, mask);
     int rc = real(qp, attr, mask);
     icx_call_returned(&c);
-    icx_vrec_qp(ICX_API_ibv_modify_qp, c.t0, qp->context, qp->qp_num, (int)qp->qp_type, attr,
-                mask, rc);
+    icx_vrec_qp(ICX_API_ibv_modify_qp, c.t0, qp->context, qp->qp_num, (int)qp->qp_type, attr, mask,
+                rc);
     icx_call_end(&c);
     return rc;
 }
@@ -409,8 +418,8 @@ ICX_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t len, 
     return mr;
 }
 
-ICX_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t len,
-                                           uint64_t iova, unsigned int access)
+ICX_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t len, uint64_t iova,
+                                           unsigned int access)
 {
     icx_real_ibv_reg_mr_iova2_t real = ICX_REAL(ibv_reg_mr_iova2);
     struct icx_call c;
@@ -457,8 +466,8 @@ ICX_EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
     struct ibv_mr copy = *mr;
     int rc = real(mr);
     icx_call_returned(&c);
-    icx_vrec_mr(ICX_API_ibv_dereg_mr, c.t0, copy.pd, &copy, (uintptr_t)copy.addr, copy.length,
-                0, 0, -1);
+    icx_vrec_mr(ICX_API_ibv_dereg_mr, c.t0, copy.pd, &copy, (uintptr_t)copy.addr, copy.length, 0, 0,
+                -1);
     icx_call_end(&c);
     return rc;
 }
@@ -481,7 +490,8 @@ ICX_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe, void *
     return cq;
 }
 
-/* ---- dlsym / dlvsym (dl.c asks): the wrappers of wraps_verbs.def, for their name and version ---- */
+/* ---- dlsym / dlvsym (dl.c asks): the wrappers of wraps_verbs.def, for their name and version ----
+ */
 
 struct icx_vwrap {
     const char *name, *version;

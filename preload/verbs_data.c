@@ -39,8 +39,8 @@ struct icx_vagg {
 static inline uint64_t icx_vkey(uint16_t slot, unsigned kind, unsigned op, unsigned sc,
                                 uint32_t qpn)
 {
-    return (uint64_t)((slot + 1u) & 0xff) << 56 | (uint64_t)kind << 48 | (uint64_t)(op & 0xff) << 40 |
-           (uint64_t)sc << 32 | qpn;
+    return (uint64_t)((slot + 1u) & 0xff) << 56 | (uint64_t)kind << 48 |
+           (uint64_t)(op & 0xff) << 40 | (uint64_t)sc << 32 | qpn;
 }
 
 static inline void icx_bump(_Atomic uint64_t *c, uint64_t by)
@@ -263,13 +263,15 @@ void icx_verbs_count_sends(uint16_t slot, uint32_t qpn, const struct icx_vpend *
         return;
     if (!icx_cfg.verbs_events)
         for (unsigned i = 0; i < n; i++)
-            icx_vagg_add(a, icx_vkey(slot, ICX_VK_SEND, p[i].opcode, icx_size_class(p[i].bytes), qpn),
+            icx_vagg_add(a,
+                         icx_vkey(slot, ICX_VK_SEND, p[i].opcode, icx_size_class(p[i].bytes), qpn),
                          1, p[i].bytes, (p[i].flags & IBV_SEND_SIGNALED) != 0);
     /* Past ICX_VPEND in one batch: exact totals, size class of their mean. */
     if (extra_count)
-        icx_vagg_add(a, icx_vkey(slot, ICX_VK_SEND, extra_op,
-                                 icx_size_class(extra_bytes / extra_count), qpn),
-                     extra_count, extra_bytes, 0);
+        icx_vagg_add(
+            a,
+            icx_vkey(slot, ICX_VK_SEND, extra_op, icx_size_class(extra_bytes / extra_count), qpn),
+            extra_count, extra_bytes, 0);
 }
 
 /* The wrappers: the context's original op from its slot (a context we swapped always has one, but
@@ -348,9 +350,9 @@ static void icx_vcompletions(const struct icx_vctx *v, const struct ibv_wc *wc, 
         /* byte_len is defined for receive completions only. */
         uint64_t bytes = (w->opcode & IBV_WC_RECV) ? w->byte_len : 0;
         if (a)
-            icx_vagg_add(a, icx_vkey(slot, ICX_VK_COMPLETION, w->opcode, icx_size_class(bytes),
-                                     w->qp_num),
-                         1, bytes, 0);
+            icx_vagg_add(
+                a, icx_vkey(slot, ICX_VK_COMPLETION, w->opcode, icx_size_class(bytes), w->qp_num),
+                1, bytes, 0);
     }
 }
 

@@ -138,8 +138,7 @@ ICX_QX_OP(rdma_write, IBV_WR_RDMA_WRITE, 0, (struct ibv_qp_ex * q, uint32_t k, u
           (q, k, a))
 ICX_QX_OP(rdma_write_imm, IBV_WR_RDMA_WRITE_WITH_IMM, 0,
           (struct ibv_qp_ex * q, uint32_t k, uint64_t a, __be32 i), (q, k, a, i))
-ICX_QX_OP(rdma_read, IBV_WR_RDMA_READ, 0, (struct ibv_qp_ex * q, uint32_t k, uint64_t a),
-          (q, k, a))
+ICX_QX_OP(rdma_read, IBV_WR_RDMA_READ, 0, (struct ibv_qp_ex * q, uint32_t k, uint64_t a), (q, k, a))
 ICX_QX_OP(send, IBV_WR_SEND, 0, (struct ibv_qp_ex * q), (q))
 ICX_QX_OP(send_imm, IBV_WR_SEND_WITH_IMM, 0, (struct ibv_qp_ex * q, __be32 i), (q, i))
 ICX_QX_OP(send_inv, IBV_WR_SEND_WITH_INV, 0, (struct ibv_qp_ex * q, uint32_t k), (q, k))
@@ -256,8 +255,8 @@ void icx_vqpx_adopt(struct ibv_qp_ex *q, const struct icx_vctx *v)
 void icx_vqpx_forget(struct ibv_qp *qp)
 {
     /* Only QPs created with send ops have an ibv_qp_ex around them; look ours up by address. */
-    const struct ibv_qp_ex *q = (const struct ibv_qp_ex *)((const char *)qp -
-                                                           offsetof(struct ibv_qp_ex, qp_base));
+    const struct ibv_qp_ex *q =
+        (const struct ibv_qp_ex *)((const char *)qp - offsetof(struct ibv_qp_ex, qp_base));
     uint32_t i = icx_vqpx_hash(q);
     for (unsigned n = 0; n < ICX_VQPX_N; n++, i = (i + 1) & (ICX_VQPX_N - 1)) {
         struct icx_vqpx *x = atomic_load_explicit(&icx_vqpx_tab[i], memory_order_acquire);

@@ -15,6 +15,23 @@ for t in "$BUILD"/tests/unit_*; do
         failed=$((failed + 1)); echo "FAIL $(basename "$t")"; grep -E '^FAIL' "$log" | head -20
     fi
 done
+# The tree's own rules: file and function sizes, no include or call cycles (tools/check-structure),
+# and the style (.clang-format; `make format` applies it).
+check() {
+    label=$1; shift
+    if "$@" >"$log" 2>&1; then
+        passed=$((passed + 1)); echo "PASS $label"
+    else
+        failed=$((failed + 1)); echo "FAIL $label"; head -n 20 "$log"
+    fi
+}
+check structure python3 tools/check-structure "$BUILD"
+check format-doc python3 tools/gen-format-doc --check
+if command -v clang-format >/dev/null 2>&1 && git rev-parse --git-dir >/dev/null 2>&1; then
+    check clang-format sh -c "git ls-files '*.c' '*.h' | grep -v '^shared/' | xargs clang-format --dry-run -Werror"
+else
+    echo "SKIP clang-format: clang-format or the git checkout missing (tools/install-deps.sh test)"
+fi
 # A python harness's closing line '<label>: N passed, N failed' added to the totals.
 harness() {
     label=$1; shift

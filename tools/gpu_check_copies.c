@@ -66,8 +66,8 @@ int main(int argc, char **argv)
         CHECK(cudaStreamSynchronize(s));
         CHECK(cudaMemcpy(pinned, b, bytes, cudaMemcpyDeviceToHost)); /* pinned D2H */
         bad += memcmp(pinned, pageable, bytes) != 0;
-        CHECK(cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice)); /* same device: no peer copy */
-        CHECK(cudaMemcpy(check, b, bytes, cudaMemcpyDeviceToHost));     /* pageable D2H */
+        CHECK(cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice));   /* same device: no peer copy */
+        CHECK(cudaMemcpy(check, b, bytes, cudaMemcpyDeviceToHost)); /* pageable D2H */
         bad += memcmp(check, pageable, bytes) != 0;
     }
     /* host cost of a small async peer copy against the real driver: median of 31 batches */

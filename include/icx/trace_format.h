@@ -74,8 +74,9 @@
  * (CLOCK_MONOTONIC of the writing host; the writer reads cumulative per-thread counters each
  *    flush).  With ICX_VERBS_EVENTS=1 every work request is a VERBS_WR event and every completion a
  * VERBS_WC event instead.  Failed completions are always VERBS_WC events.  Size class 0 holds
- *    0-byte requests, class c >= 1 those of 2^(c-2) < bytes <= 2^(c-1).  Opcodes are libibverbs' enum
- * ibv_wr_opcode (posts) and enum ibv_wc_opcode (completions); ICX_VOP_RECV marks a posted receive.
+ *    0-byte requests, class c >= 1 those of 2^(c-2) < bytes <= 2^(c-1).  Opcodes are libibverbs'
+ * enum ibv_wr_opcode (posts) and enum ibv_wc_opcode (completions); ICX_VOP_RECV marks a posted
+ * receive.
  *
  * 11. NCCL (1.2).  NCCL_COMM (api = the init / split / destroy call) ties a communicator handle of
  *    the process to comm_id, the same on every rank (a hash of the unique id; for split and shrink
@@ -336,7 +337,7 @@ _Static_assert(sizeof(struct icx_rec_host_numa) == 40, "icx_rec_host_numa");
 
 struct icx_rec_nvlink_counters { /* aux = NVML device index */
     struct icx_rec h;
-    uint64_t mono_ns;
+    uint64_t mono_ns;            /* CLOCK_MONOTONIC ns before the counters were read */
     uint32_t pci_bus_id;         /* string id */
     uint32_t links;              /* active links summed */
     uint64_t tx_bytes, rx_bytes; /* cumulative since the driver loaded, KiB resolution */
@@ -376,7 +377,7 @@ _Static_assert(sizeof(struct icx_rec_pci_path) == 16, "icx_rec_pci_path");
 
 struct icx_rec_ib_counters { /* aux = NIC index */
     struct icx_rec h;
-    uint64_t mono_ns;
+    uint64_t mono_ns;            /* CLOCK_MONOTONIC ns before the counters were read */
     uint64_t tx_bytes, rx_bytes; /* cumulative */
     uint64_t xmit_wait, xmit_discards;
     uint64_t read_end_ns; /* 1.4: when the reads ended (mono_ns: when they began) */
@@ -387,7 +388,7 @@ _Static_assert(sizeof(struct icx_rec_ib_counters) == 56, "icx_rec_ib_counters");
 struct icx_rec_gpu_span { /* aux = device that executed the work */
     struct icx_rec h;
     uint32_t copy_id;
-    uint32_t flags; /* ICX_SPAN_* (1.3; 0 before): a span the work never completed */
+    uint32_t flags;            /* ICX_SPAN_* (1.3; 0 before): a span the work never completed */
     uint64_t start_ns, end_ns; /* CLOCK_MONOTONIC ns of the writing host */
 };
 _Static_assert(sizeof(struct icx_rec_gpu_span) == 32, "icx_rec_gpu_span");
@@ -398,8 +399,8 @@ _Static_assert(sizeof(struct icx_rec_gpu_span) == 32, "icx_rec_gpu_span");
 /* ---- RDMA verbs (1.2) ---- */
 struct icx_rec_verbs_device { /* aux = context slot */
     struct icx_rec h;
-    uint32_t name;     /* string id: device name (mlx5_0, rxe0) */
-    uint32_t nports;   /* physical ports */
+    uint32_t name;      /* string id: device name (mlx5_0, rxe0) */
+    uint32_t nports;    /* physical ports */
     uint64_t node_guid; /* host byte order */
 };
 _Static_assert(sizeof(struct icx_rec_verbs_device) == 24, "icx_rec_verbs_device");
@@ -416,9 +417,9 @@ _Static_assert(sizeof(struct icx_rec_verbs_port) == 24, "icx_rec_verbs_port");
 
 /* Kinds of verbs data-plane traffic in VERBS_AGG / VERBS_WR. */
 enum icx_verbs_kind {
-    ICX_VK_SEND = 1,     /* posted to a send queue (ibv_post_send, ibv_wr_*) */
-    ICX_VK_RECV = 2,     /* receive buffer posted (ibv_post_recv) */
-    ICX_VK_SRQ_RECV = 3, /* receive buffer posted to a shared receive queue */
+    ICX_VK_SEND = 1,      /* posted to a send queue (ibv_post_send, ibv_wr_*) */
+    ICX_VK_RECV = 2,      /* receive buffer posted (ibv_post_recv) */
+    ICX_VK_SRQ_RECV = 3,  /* receive buffer posted to a shared receive queue */
     ICX_VK_COMPLETION = 4 /* successful completion polled (ibv_poll_cq) */
 };
 #define ICX_VOP_RECV 0xff /* opcode of posted receives */
@@ -429,7 +430,7 @@ enum icx_verbs_kind {
 struct icx_rec_verbs_agg { /* aux = context slot */
     struct icx_rec h;
     uint64_t t0_ns, t1_ns;
-    uint32_t qp_num;  /* 0 for shared receive queues */
+    uint32_t qp_num; /* 0 for shared receive queues */
     uint8_t kind, opcode, size_class, pad;
     uint64_t count, bytes;
     uint64_t signaled; /* sends that asked for a completion */
@@ -439,13 +440,13 @@ _Static_assert(sizeof(struct icx_rec_verbs_agg) == 56, "icx_rec_verbs_agg");
 struct icx_rec_verbs_qp { /* EVENT, api = create / create_ex / modify / destroy */
     struct icx_rec_event e;
     uint32_t qp_num;
-    uint16_t ctx; /* context slot, 0xffff unknown */
+    uint16_t ctx;           /* context slot, 0xffff unknown */
     uint8_t qp_type, state; /* enum ibv_qp_type; state after the call (0xff: unchanged) */
-    uint32_t attr_mask;   /* ibv_modify_qp's mask */
-    uint32_t dest_qp_num; /* with IBV_QP_DEST_QPN */
-    uint16_t dlid, slid;  /* remote LID (IBV_QP_AV), local LID of the port */
+    uint32_t attr_mask;     /* ibv_modify_qp's mask */
+    uint32_t dest_qp_num;   /* with IBV_QP_DEST_QPN */
+    uint16_t dlid, slid;    /* remote LID (IBV_QP_AV), local LID of the port */
     uint8_t port, path_mtu, sgid_index, is_global;
-    int32_t result;       /* 0, or errno / -1 */
+    int32_t result; /* 0, or errno / -1 */
     uint32_t pad;
     uint8_t local_gid[16], remote_gid[16];
 };
@@ -515,14 +516,17 @@ _Static_assert(sizeof(struct icx_rec_nccl_comm) == 72, "icx_rec_nccl_comm");
 
 struct icx_rec_nccl_call { /* EVENT, api = the call */
     struct icx_rec_event e;
-    uint64_t comm;
-    uint64_t count, bytes;
-    uint64_t stream;
-    uint64_t seq;
-    int32_t peer; /* root of rooted collectives, peer of send/recv, -1 */
-    uint8_t dtype, redop, pad[2];
+    uint64_t comm;   /* the communicator handle in this process (NCCL_COMM.comm) */
+    uint64_t count;  /* elements, as passed */
+    uint64_t bytes;  /* of this rank's buffer, as nccl-tests count them (section 11) */
+    uint64_t stream; /* cudaStream_t value */
+    uint64_t seq;    /* per communicator; send/recv: per communicator, peer and direction */
+    int32_t peer;    /* root of rooted collectives, peer of send/recv, -1 */
+    uint8_t dtype;   /* ncclDataType_t */
+    uint8_t redop;   /* ncclRedOp_t */
+    uint8_t pad[2];
     uint32_t group; /* 0 outside a group */
-    int32_t result;
+    int32_t result; /* ncclResult_t (ICX_EVF_PENDING: not returned yet) */
     /* 1.3 (absent from 1.2's 80-byte records): nonzero, a GPU_SPAN with this id times the call
      * on its stream -- for a call in a group, that group's ncclGroupEnd carries the id */
     uint32_t gpu_id;

@@ -888,6 +888,42 @@ def test_text_report():
               "text report:\n%s" % p.stdout)
 
 
+def test_example_module_and_report():
+    """The two templates work through the doors they document: the tracer copy with
+    preload/examples/null_module.c in its module table leaves its note, counting exactly the peer
+    copies the analyzer reads, and analyzer/examples/report_example.c's report, appended to the
+    product's table, sorts those copies into exactly the size classes of the ground truth."""
+    example = os.path.join(BUILD, "tests", "example")
+    with tempfile.TemporaryDirectory() as tmp:
+        truth_file = os.path.join(tmp, "truth")
+        env = env_for(tmp)
+        env["LD_PRELOAD"] = env["LD_PRELOAD"].replace(LIB, os.path.join(example, "libicxtrace.so"))
+        run([os.path.join(TESTS, "peer_copies"), truth_file], env)
+        trace = os.path.join(tmp, "trace.icx.zst")
+        doc, _ = analyze([trace])
+        proc = doc["processes"][0]
+        want = "example module: %d peer copies in " % proc["peer_copies"]
+        check(proc["peer_copies"] > 0 and any(n["text"].startswith(want) for n in proc["notes"]),
+              "notes %s, want '%s...'" % (proc["notes"], want))
+        p = subprocess.run([os.path.join(example, "icx-analyze-example"), "--json", trace],
+                           capture_output=True, text=True, timeout=60)
+        check(p.returncode == 0, "icx-analyze-example exited %d: %s" % (p.returncode, p.stderr))
+        ex = json.loads(p.stdout)
+        check(ex["processes"] == doc["processes"], "the product's reports changed under the example")
+        buckets = ex["copy_sizes"][0]["buckets"]
+        check(sum(b["copies"] for b in buckets) == proc["peer_copies"], "buckets %s" % buckets)
+        want_buckets = {}  # truth: "src dst bytes copies" per pair, copies of one size each
+        for line in open(truth_file):
+            src, dst, total, n = map(int, line.split())
+            le = 1 << max(0, (total // n - 1).bit_length())
+            want_buckets[le] = want_buckets.get(le, 0) + n
+        got = {b["le_bytes"]: b["copies"] for b in buckets}
+        check(got == want_buckets, "size classes %s, truth %s" % (got, want_buckets))
+        p = subprocess.run([os.path.join(example, "icx-analyze-example"), trace],
+                           capture_output=True, text=True, timeout=60)
+        check("Peer copies by size (example report)" in p.stdout, p.stdout[-500:])
+
+
 class Skip(Exception):
     pass
 

@@ -22,8 +22,8 @@ int main(void)
     if (cudaStreamBeginCapture(cap, cudaStreamCaptureModeGlobal))
         return 4;
     if (ncclAllReduce(buf, buf, 1024, ncclFloat, ncclSum, comm, cap) || ncclGroupStart() ||
-        ncclSend(buf, 256, ncclFloat, 0, comm, cap) || ncclRecv(buf + 512, 256, ncclFloat, 0, comm, cap) ||
-        ncclGroupEnd())
+        ncclSend(buf, 256, ncclFloat, 0, comm, cap) ||
+        ncclRecv(buf + 512, 256, ncclFloat, 0, comm, cap) || ncclGroupEnd())
         return 5;
     cudaGraph_t g;
     cudaError_t e = cudaStreamEndCapture(cap, &g);

@@ -12,11 +12,11 @@
  *
  * Timing: the link model of $ICXSIM_TOPOLOGY.  A collective takes latency + bus bytes / link rate
  * from the moment the last rank arrived (the ring's slowest link: NVLink within a node, across
- * nodes one NIC per channel, from the `nic` lines), with nccl-tests' bus-bandwidth factors.  As in real
- * NCCL a call only enqueues its work on the caller's stream (cudaLaunchHostFunc of the simulated
- * libcudart) and returns; the stream's worker does it, so events recorded around a call time it
- * and cudaStreamSynchronize waits for it.  A group runs as one unit on the stream of its first
- * call.  Argument errors are returned by the call; errors found while running are reported by
+ * nodes one NIC per channel, from the `nic` lines), with nccl-tests' bus-bandwidth factors.  As in
+ * real NCCL a call only enqueues its work on the caller's stream (cudaLaunchHostFunc of the
+ * simulated libcudart) and returns; the stream's worker does it, so events recorded around a call
+ * time it and cudaStreamSynchronize waits for it.  A group runs as one unit on the stream of its
+ * first call.  Argument errors are returned by the call; errors found while running are reported by
  * ncclCommGetAsyncError.  Limits: one
  * collective's per-rank data up to SLOT bytes; sum/prod/max/min/avg on int32/uint32/int64/uint64/
  * float/double; $ICXSIM_NODE tells which node a rank is on. */
@@ -110,10 +110,16 @@ void sim_barrier(ncclComm_t c)
 static size_t dt_size(ncclDataType_t t)
 {
     switch (t) {
-    case ncclInt8: case ncclUint8: return 1;
-    case ncclFloat16: case ncclBfloat16: return 2;
-    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
-    case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
+    case ncclInt8:
+    case ncclUint8: return 1;
+    case ncclFloat16:
+    case ncclBfloat16: return 2;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32: return 4;
+    case ncclInt64:
+    case ncclUint64:
+    case ncclFloat64: return 8;
     default: return 1;
     }
 }
@@ -123,8 +129,10 @@ static size_t dt_size(ncclDataType_t t)
         T *o = (T *)out;                                                                           \
         const T *x = (const T *)in;                                                                \
         for (size_t i = 0; i < n; i++)                                                             \
-            o[i] = op == ncclProd ? o[i] * x[i] : op == ncclMax ? (o[i] > x[i] ? o[i] : x[i])      \
-                   : op == ncclMin ? (o[i] < x[i] ? o[i] : x[i]) : o[i] + x[i];                    \
+            o[i] = op == ncclProd  ? o[i] * x[i]                                                   \
+                   : op == ncclMax ? (o[i] > x[i] ? o[i] : x[i])                                   \
+                   : op == ncclMin ? (o[i] < x[i] ? o[i] : x[i])                                   \
+                                   : o[i] + x[i];                                                  \
     } while (0)
 
 static ncclResult_t reduce_into(void *out, const void *in, size_t n, ncclDataType_t t,
@@ -156,8 +164,16 @@ static void average(void *out, size_t n, ncclDataType_t t, int nranks)
     }
 }
 
-enum { C_ALLREDUCE, C_BROADCAST, C_REDUCE, C_ALLGATHER, C_REDUCESCATTER, C_ALLTOALL, C_GATHER,
-       C_SCATTER };
+enum {
+    C_ALLREDUCE,
+    C_BROADCAST,
+    C_REDUCE,
+    C_ALLGATHER,
+    C_REDUCESCATTER,
+    C_ALLTOALL,
+    C_GATHER,
+    C_SCATTER
+};
 
 /* nccl-tests' bus bytes of one collective whose per-rank size is `bytes` (gathers and scatters:
  * one rank's share): what each rank of a ring sends to the next. */
@@ -166,8 +182,11 @@ static uint64_t bus_bytes(int coll, int nranks, uint64_t bytes)
     uint64_t n = (uint64_t)nranks;
     switch (coll) {
     case C_ALLREDUCE: return 2 * (n - 1) * bytes / n;
-    case C_ALLGATHER: case C_REDUCESCATTER: case C_ALLTOALL: case C_GATHER: case C_SCATTER:
-        return (n - 1) * bytes;
+    case C_ALLGATHER:
+    case C_REDUCESCATTER:
+    case C_ALLTOALL:
+    case C_GATHER:
+    case C_SCATTER: return (n - 1) * bytes;
     default: return bytes;
     }
 }
@@ -371,8 +390,8 @@ static ncclResult_t check(const struct op *o)
     if (o->kind != 0)
         return o->root < 0 || o->root >= c->nranks || b > MBOX ? ncclInvalidArgument : ncclSuccess;
     int red = o->coll == C_ALLREDUCE || o->coll == C_REDUCE || o->coll == C_REDUCESCATTER;
-    size_t in = o->coll == C_ALLTOALL || o->coll == C_REDUCESCATTER || o->coll == C_SCATTER ? b * R
-                                                                                           : b;
+    size_t in =
+        o->coll == C_ALLTOALL || o->coll == C_REDUCESCATTER || o->coll == C_SCATTER ? b * R : b;
     if (in > SLOT || (red && !reducible(o->dt)) || o->root < 0 || o->root >= c->nranks)
         return ncclInvalidArgument;
     return ncclSuccess;
@@ -500,8 +519,9 @@ static void write_dumps(ncclComm_t c)
     if (f) {
         fprintf(f, "<system version=\"1\">\n  <cpu numaid=\"0\" arch=\"x86_64\">\n");
         for (int g = 0; g < topo.ngpus; g++)
-            fprintf(f, "    <pci busid=\"%s\" class=\"0x030200\"><gpu dev=\"%d\" sm=\"90\" "
-                       "rank=\"%d\"><nvlink target=\"nvswitch\" count=\"%d\"/></gpu></pci>\n",
+            fprintf(f,
+                    "    <pci busid=\"%s\" class=\"0x030200\"><gpu dev=\"%d\" sm=\"90\" "
+                    "rank=\"%d\"><nvlink target=\"nvswitch\" count=\"%d\"/></gpu></pci>\n",
                     topo.gpu[g].bus, g, g, topo.nvswitch_links);
         for (int n = 0; n < topo.nnics; n++)
             fprintf(f, "    <nic><net name=\"%s\" dev=\"%d\" speed=\"%.0f\"/></nic>\n",
@@ -512,9 +532,11 @@ static void write_dumps(ncclComm_t c)
     f = gp ? fopen(gp, "w") : NULL;
     int lws = c->nranks / (c->nodes ? c->nodes : 1);
     if (f && lws > 0) {
-        fprintf(f, "<graphs version=\"1\">\n  <graph id=\"0\" pattern=\"4\" crossnic=\"0\" "
-                   "nchannels=\"%d\" speedintra=\"%g\" speedinter=\"%g\">\n",
-                lws, topo.nvswitch_links * topo.nvlink_gbps, topo.nnics ? topo.nic[0].rate_gbps / 8 : 0);
+        fprintf(f,
+                "<graphs version=\"1\">\n  <graph id=\"0\" pattern=\"4\" crossnic=\"0\" "
+                "nchannels=\"%d\" speedintra=\"%g\" speedinter=\"%g\">\n",
+                lws, topo.nvswitch_links * topo.nvlink_gbps,
+                topo.nnics ? topo.nic[0].rate_gbps / 8 : 0);
         int nn = topo.nnics ? topo.nnics : 1;
         for (int k = 0; k < lws; k++) {
             fprintf(f, "    <channel>");
@@ -565,7 +587,8 @@ static void debug_lines(ncclComm_t c)
     for (int ch = 0; ch < nl; ch++) {
         int pos = (li - ch + nl) % nl; /* where this rank is in the channel's order on its node */
         if (pos + 1 < nl || c->nodes == 1) {
-            int to = me + ((li + 1) % nl - li); /* the next local rank (ranks of a node are contiguous) */
+            int to = me + ((li + 1) % nl -
+                           li); /* the next local rank (ranks of a node are contiguous) */
             fprintf(out, who, host, (int)getpid(), (int)getpid(), c->dev, ch, me, c->dev, to,
                     (c->dev + 1) % nl);
             fprintf(out, "via P2P/CUMEM\n");
@@ -878,9 +901,32 @@ SIM_EXPORT ncclResult_t pncclGroupEnd(void)
 
 /* The public names, weak aliases of the pnccl* definitions like the real library's. */
 #define A(name) extern __typeof__(p##name) name NCCL_ALIAS(name) SIM_EXPORT;
-A(ncclGetVersion) A(ncclGetUniqueId) A(ncclCommInitRank) A(ncclCommInitRankConfig)
-A(ncclCommSplit) A(ncclCommFinalize) A(ncclCommDestroy) A(ncclCommAbort) A(ncclCommGetAsyncError)
-A(ncclCommCount) A(ncclCommCuDevice) A(ncclCommUserRank) A(ncclGetErrorString) A(ncclAllReduce)
-A(ncclBroadcast) A(ncclBcast) A(ncclReduce) A(ncclAllGather) A(ncclReduceScatter) A(ncclAlltoAll)
-A(ncclGather) A(ncclScatter) A(ncclSend) A(ncclRecv) A(ncclGroupStart) A(ncclGroupEnd)
+/* clang-format off */
+A(ncclGetVersion)
+A(ncclGetUniqueId)
+A(ncclCommInitRank)
+A(ncclCommInitRankConfig)
+A(ncclCommSplit)
+A(ncclCommFinalize)
+A(ncclCommDestroy)
+A(ncclCommAbort)
+A(ncclCommGetAsyncError)
+A(ncclCommCount)
+A(ncclCommCuDevice)
+A(ncclCommUserRank)
+A(ncclGetErrorString)
+A(ncclAllReduce)
+A(ncclBroadcast)
+A(ncclBcast)
+A(ncclReduce)
+A(ncclAllGather)
+A(ncclReduceScatter)
+A(ncclAlltoAll)
+A(ncclGather)
+A(ncclScatter)
+A(ncclSend)
+A(ncclRecv)
+A(ncclGroupStart)
+A(ncclGroupEnd)
+/* clang-format on */
 #undef A

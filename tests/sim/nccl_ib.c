@@ -53,7 +53,8 @@ static void v_load(void)
     if (!h)
         return;
 #define L(f, name) (*(void **)&V.f = dlvsym(h, name, "IBVERBS_1.1")) != NULL
-    V.ok = L(get_device_list, "ibv_get_device_list") && L(free_device_list, "ibv_free_device_list") &&
+    V.ok = L(get_device_list, "ibv_get_device_list") &&
+           L(free_device_list, "ibv_free_device_list") &&
            L(get_device_name, "ibv_get_device_name") && L(open_device, "ibv_open_device") &&
            L(close_device, "ibv_close_device") && L(alloc_pd, "ibv_alloc_pd") &&
            L(dealloc_pd, "ibv_dealloc_pd") && L(reg_mr, "ibv_reg_mr") &&
@@ -96,15 +97,19 @@ static int open_local(ncclComm_t c, uint16_t *lid, union ibv_gid *gid)
         !(ib->cq = V.create_cq(ib->ctx, 2048, NULL, NULL, 0)) || !(ib->land = calloc(1, LAND)) ||
         !(ib->src = calloc(1, LAND)))
         return -1;
-    ib->land_mr = V.reg_mr(ib->pd, ib->land, LAND, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    ib->land_mr =
+        V.reg_mr(ib->pd, ib->land, LAND, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
     ib->src_mr = V.reg_mr(ib->pd, ib->src, LAND, IBV_ACCESS_LOCAL_WRITE);
     struct ibv_port_attr pa;
-    if (!ib->land_mr || !ib->src_mr || V.query_port(ib->ctx, 1, &pa) || V.query_gid(ib->ctx, 1, 0, gid))
+    if (!ib->land_mr || !ib->src_mr || V.query_port(ib->ctx, 1, &pa) ||
+        V.query_gid(ib->ctx, 1, 0, gid))
         return -1;
     *lid = pa.lid;
-    struct ibv_qp_init_attr ia = {.send_cq = ib->cq, .recv_cq = ib->cq, .qp_type = IBV_QPT_RC,
-                                  .cap = {.max_send_wr = 256, .max_recv_wr = RECVS,
-                                          .max_send_sge = 1, .max_recv_sge = 1}};
+    struct ibv_qp_init_attr ia = {
+        .send_cq = ib->cq,
+        .recv_cq = ib->cq,
+        .qp_type = IBV_QPT_RC,
+        .cap = {.max_send_wr = 256, .max_recv_wr = RECVS, .max_send_sge = 1, .max_recv_sge = 1}};
     for (int p = 0; p < c->nranks; p++) {
         if (c->s->node[p] == c->s->node[c->rank])
             continue;
@@ -116,7 +121,8 @@ static int open_local(ncclComm_t c, uint16_t *lid, union ibv_gid *gid)
 
 static int connect_qp(struct ibv_qp *qp, const struct ib_end *to)
 {
-    struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1,
+    struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT,
+                            .port_num = 1,
                             .qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE};
     if (V.modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
         return -1;
@@ -128,13 +134,15 @@ static int connect_qp(struct ibv_qp *qp, const struct ib_end *to)
     a.ah_attr.is_global = 1;
     a.ah_attr.grh.dgid = to->gid;
     a.ah_attr.port_num = 1;
-    if (V.modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                                IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+    if (V.modify_qp(qp, &a,
+                    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
         return -1;
     memset(&a, 0, sizeof(a));
     a.qp_state = IBV_QPS_RTS;
-    return V.modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                   IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+    return V.modify_qp(qp, &a,
+                       IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                           IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
 /* The ring's cross-node edges: one channel per local GPU; on channel k the ring runs through a
@@ -188,8 +196,8 @@ void sim_ib_setup(ncclComm_t c)
     for (int p = 0; ok && p < c->nranks; p++)
         if (ib->tx[p]) {
             c->s->ib[c->rank][p].tx = (struct ib_end){ib->tx[p]->qp_num, 0, lid, 0, 0, gid};
-            c->s->ib[p][c->rank].rx = (struct ib_end){ib->rx[p]->qp_num, ib->land_mr->rkey, lid,
-                                                      0, (uintptr_t)ib->land, gid};
+            c->s->ib[p][c->rank].rx = (struct ib_end){
+                ib->rx[p]->qp_num, ib->land_mr->rkey, lid, 0, (uintptr_t)ib->land, gid};
         }
     c->s->ib_ok[c->rank] = ok;
     sim_barrier(c);
@@ -278,7 +286,8 @@ ncclResult_t sim_ib_send(ncclComm_t c, int peer, uint64_t bytes)
         uint32_t n = bytes > LAND ? LAND : (uint32_t)bytes;
         bytes -= n;
         struct ibv_sge sg = {(uintptr_t)ib->src, n, ib->src_mr->lkey};
-        struct ibv_send_wr w = {.sg_list = &sg, .num_sge = 1,
+        struct ibv_send_wr w = {.sg_list = &sg,
+                                .num_sge = 1,
                                 .opcode = bytes ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_WRITE_WITH_IMM,
                                 .send_flags = bytes ? 0 : IBV_SEND_SIGNALED},
                            *bad;

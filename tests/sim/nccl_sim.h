@@ -28,17 +28,19 @@ struct shm {
         _Atomic uint64_t sent, taken; /* messages put / consumed, src -> dst */
         uint64_t bytes;
     } box[MAXR][MAXR];
-    int ib_ok[MAXR];                          /* 1: the rank can reach the others' nodes */
-    struct { struct ib_end tx, rx; } ib[MAXR][MAXR]; /* [src][dst]: src's send QP, dst's receive QP */
+    int ib_ok[MAXR]; /* 1: the rank can reach the others' nodes */
+    struct {
+        struct ib_end tx, rx;
+    } ib[MAXR][MAXR]; /* [src][dst]: src's send QP, dst's receive QP */
     /* then, page-aligned: nranks collective slots, then nranks*nranks mailboxes */
 };
 
 /* The rank's network state for one communicator (nccl_ib.c). */
 struct ib_comm {
-    int on;               /* every rank connected: cross-node bytes go through libibverbs */
+    int on;                 /* every rank connected: cross-node bytes go through libibverbs */
     int send_to, recv_from; /* the ring's cross-node edges (-1: none) */
-    int channels;         /* ranks per node: one channel (ring) per local GPU */
-    pthread_mutex_t lock; /* posts and polls, from whichever stream runs the comm's work */
+    int channels;           /* ranks per node: one channel (ring) per local GPU */
+    pthread_mutex_t lock;   /* posts and polls, from whichever stream runs the comm's work */
     struct ibv_context *ctx;
     struct ibv_pd *pd;
     struct ibv_cq *cq;

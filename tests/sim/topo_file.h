@@ -26,7 +26,7 @@ struct sim_topo {
     struct {
         char name[32];
         double rate_gbps; /* per direction */
-        int ethernet;   /* link layer: RoCE (1) or InfiniBand (0) */
+        int ethernet;     /* link layer: RoCE (1) or InfiniBand (0) */
     } nic[SIM_MAX_NICS];
 };
 

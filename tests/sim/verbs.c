@@ -275,12 +275,15 @@ static enum ibv_wc_status do_send(struct f_qp *q, uint32_t qpn, const struct ibv
         counter_add(q->sysfs, (int)q->nic, "port_xmit_data", total);
         counter_add(p->sysfs, (int)p->nic, "port_rcv_data", total);
     }
-    struct ibv_wc wc = {.wr_id = r.wr_id, .status = IBV_WC_SUCCESS,
-                        .opcode = w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM ? IBV_WC_RECV_RDMA_WITH_IMM
-                                                                          : IBV_WC_RECV,
-                        .byte_len = len, .qp_num = q->dest_qpn, .src_qp = qpn,
-                        .imm_data = w->imm_data,
-                        .wc_flags = w->opcode == IBV_WR_SEND ? 0 : IBV_WC_WITH_IMM};
+    struct ibv_wc wc = {
+        .wr_id = r.wr_id,
+        .status = IBV_WC_SUCCESS,
+        .opcode = w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV,
+        .byte_len = len,
+        .qp_num = q->dest_qpn,
+        .src_qp = qpn,
+        .imm_data = w->imm_data,
+        .wc_flags = w->opcode == IBV_WR_SEND ? 0 : IBV_WC_WITH_IMM};
     cq_push(p->recv_cq, &wc);
     return IBV_WC_SUCCESS;
 }
@@ -468,8 +471,8 @@ SIM_EXPORT int ibv_dealloc_pd(struct ibv_pd *pd)
 
 static uint32_t next_key = 0x1000;
 
-SIM_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t len,
-                                           uint64_t iova, unsigned int access)
+SIM_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t len, uint64_t iova,
+                                           unsigned int access)
 {
     (void)iova;
     (void)access;

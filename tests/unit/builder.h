@@ -40,7 +40,8 @@ static inline void put(struct buf *b, const void *d, size_t n)
     b->n += n;
 }
 
-static inline void rec(struct buf *frame, uint16_t type, uint32_t aux, const void *body, size_t bodylen)
+static inline void rec(struct buf *frame, uint16_t type, uint32_t aux, const void *body,
+                       size_t bodylen)
 {
     size_t size = (8 + bodylen + 7) & ~(size_t)7;
     struct icx_rec h = {type, (uint16_t)size, aux};
@@ -52,7 +53,7 @@ static inline void rec(struct buf *frame, uint16_t type, uint32_t aux, const voi
 
 /* A stream's first records: FILE_HEADER (format 1.minor), and a PROCESS pid / rank on host. */
 static inline void tb_stream(struct buf *f, uint32_t magic, uint16_t oldest_major, uint16_t minor,
-                      const char *host, int32_t pid, int32_t rank)
+                             const char *host, int32_t pid, int32_t rank)
 {
     struct icx_file_header h;
     memset(&h, 0, sizeof(h));

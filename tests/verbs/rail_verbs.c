@@ -118,14 +118,16 @@ int main(int argc, char **argv)
     struct ibv_pd *pd = ctx ? ibv_alloc_pd(ctx) : NULL;
     char *buf = calloc(2, size);
     struct ibv_mr *mr = pd && buf ? ibv_reg_mr(pd, buf, 2 * (size_t)size,
-                                             IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE)
+                                               IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE)
                                   : NULL;
     struct ibv_cq *cq = ctx ? ibv_create_cq(ctx, 1024, NULL, NULL, 0) : NULL;
     if (!mr || !cq)
         die("setup");
-    struct ibv_qp_init_attr ia = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
-                                  .cap = {.max_send_wr = 256, .max_recv_wr = 512,
-                                          .max_send_sge = 1, .max_recv_sge = 1}};
+    struct ibv_qp_init_attr ia = {
+        .send_cq = cq,
+        .recv_cq = cq,
+        .qp_type = IBV_QPT_RC,
+        .cap = {.max_send_wr = 256, .max_recv_wr = 512, .max_send_sge = 1, .max_recv_sge = 1}};
     struct ibv_qp *qp = ibv_create_qp(pd, &ia);
     if (!qp)
         die("create_qp");
@@ -159,7 +161,8 @@ int main(int argc, char **argv)
         usleep(1000);
     }
     fclose(f);
-    struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1,
+    struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT,
+                            .port_num = 1,
                             .qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE};
     if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
         die("INIT");
@@ -171,13 +174,15 @@ int main(int argc, char **argv)
     a.ah_attr.is_global = 1;
     a.ah_attr.grh.dgid = them.gid;
     a.ah_attr.port_num = 1;
-    if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                                  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+    if (ibv_modify_qp(qp, &a,
+                      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                          IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
         die("RTR");
     memset(&a, 0, sizeof(a));
     a.qp_state = IBV_QPS_RTS;
-    if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                  IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC))
+    if (ibv_modify_qp(qp, &a,
+                      IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                          IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC))
         die("RTS");
     /* WRITEs, then SENDs; one signaled request per 16 */
     for (int op = 0; op < 2; op++)
@@ -186,7 +191,8 @@ int main(int argc, char **argv)
             struct ibv_send_wr w[16], *bad;
             struct ibv_sge sg = {(uintptr_t)buf, size, mr->lkey};
             for (int j = 0; j < k; j++) {
-                w[j] = (struct ibv_send_wr){.wr_id = (uint64_t)(done + j), .sg_list = &sg,
+                w[j] = (struct ibv_send_wr){.wr_id = (uint64_t)(done + j),
+                                            .sg_list = &sg,
                                             .num_sge = 1,
                                             .opcode = op ? IBV_WR_SEND : IBV_WR_RDMA_WRITE,
                                             .send_flags = j == k - 1 ? IBV_SEND_SIGNALED : 0,
@@ -204,8 +210,11 @@ int main(int argc, char **argv)
     int errors = 0;
     if (argc == 5 && atoi(argv[4]) == rank) {
         struct ibv_sge sg = {(uintptr_t)buf, size, mr->lkey};
-        struct ibv_send_wr w = {.wr_id = 999, .sg_list = &sg, .num_sge = 1,
-                                .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED},
+        struct ibv_send_wr w = {.wr_id = 999,
+                                .sg_list = &sg,
+                                .num_sge = 1,
+                                .opcode = IBV_WR_RDMA_WRITE,
+                                .send_flags = IBV_SEND_SIGNALED},
                            *bad;
         w.wr.rdma.remote_addr = 8; /* never registered */
         w.wr.rdma.rkey = them.rkey;

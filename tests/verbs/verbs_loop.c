@@ -25,13 +25,13 @@ FN(struct ibv_device **, ibv_get_device_list, (int *));
 FN(struct ibv_context *, ibv_open_device, (struct ibv_device *));
 FN(struct ibv_pd *, ibv_alloc_pd, (struct ibv_context *));
 FN(struct ibv_mr *, ibv_reg_mr, (struct ibv_pd *, void *, size_t, int));
-FN(struct ibv_cq *, ibv_create_cq, (struct ibv_context *, int, void *, struct ibv_comp_channel *, int));
+FN(struct ibv_cq *, ibv_create_cq,
+   (struct ibv_context *, int, void *, struct ibv_comp_channel *, int));
 FN(struct ibv_qp *, ibv_create_qp, (struct ibv_pd *, struct ibv_qp_init_attr *));
 FN(int, ibv_modify_qp, (struct ibv_qp *, struct ibv_qp_attr *, int));
 FN(int, ibv_query_gid, (struct ibv_context *, uint8_t, int, union ibv_gid *));
 FN(struct ibv_qp_ex *, ibv_qp_to_qp_ex, (struct ibv_qp *));
 FN(int, ibv_destroy_qp, (struct ibv_qp *));
-
 
 static void die(const char *what)
 {
@@ -75,9 +75,13 @@ static void load(void)
     void *old = dlvsym(h, "ibv_open_device", "IBVERBS_1.0");
     Dl_info di;
     fprintf(truth, "lookup ibv_open_device IBVERBS_1.0 %s\n",
-            !old ? "missing" : dladdr(old, &di) && strstr(di.dli_fname, "libicxtrace") ? "wrapper" : "real");
+            !old                                                      ? "missing"
+            : dladdr(old, &di) && strstr(di.dli_fname, "libicxtrace") ? "wrapper"
+                                                                      : "real");
     fprintf(truth, "lookup ibv_open_device default %s\n",
-            dladdr(dlsym(h, "ibv_open_device"), &di) && strstr(di.dli_fname, "libicxtrace") ? "wrapper" : "real");
+            dladdr(dlsym(h, "ibv_open_device"), &di) && strstr(di.dli_fname, "libicxtrace")
+                ? "wrapper"
+                : "real");
     fprintf(truth, "lookup no_such_symbol default %s\n",
             dlsym(h, "ibv_no_such_symbol") == NULL && dlerror() != NULL ? "missing" : "found");
 }
@@ -91,10 +95,13 @@ static int gid_index;
 
 static void connect_qp(struct ibv_qp *qp, uint32_t remote, const union ibv_gid *gid)
 {
-    struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1, .pkey_index = 0,
+    struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT,
+                            .port_num = 1,
+                            .pkey_index = 0,
                             .qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                                                IBV_ACCESS_LOCAL_WRITE};
-    if (p_ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+    if (p_ibv_modify_qp(qp, &a,
+                        IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
         die("modify INIT");
     memset(&a, 0, sizeof(a));
     a.qp_state = IBV_QPS_RTR;
@@ -108,8 +115,9 @@ static void connect_qp(struct ibv_qp *qp, uint32_t remote, const union ibv_gid *
     a.ah_attr.grh.sgid_index = (uint8_t)gid_index;
     a.ah_attr.grh.hop_limit = 1;
     a.ah_attr.port_num = 1;
-    if (p_ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                                    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+    if (p_ibv_modify_qp(qp, &a,
+                        IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                            IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
         die("modify RTR");
     memset(&a, 0, sizeof(a));
     a.qp_state = IBV_QPS_RTS;
@@ -118,8 +126,9 @@ static void connect_qp(struct ibv_qp *qp, uint32_t remote, const union ibv_gid *
     a.retry_cnt = 7;
     a.rnr_retry = 7;
     a.max_rd_atomic = 4;
-    if (p_ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                    IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC))
+    if (p_ibv_modify_qp(qp, &a,
+                        IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                            IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC))
         die("modify RTS");
 }
 
@@ -180,16 +189,22 @@ int main(int argc, char **argv)
     cq = p_ibv_create_cq(ctx, 1024, NULL, NULL, 0);
     if (!mr || !cq)
         die("reg_mr/create_cq");
-    struct ibv_qp_init_attr_ex ia = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
-                                     .cap = {.max_send_wr = 256, .max_recv_wr = 256,
-                                             .max_send_sge = 2, .max_recv_sge = 1,
+    struct ibv_qp_init_attr_ex ia = {.send_cq = cq,
+                                     .recv_cq = cq,
+                                     .qp_type = IBV_QPT_RC,
+                                     .cap = {.max_send_wr = 256,
+                                             .max_recv_wr = 256,
+                                             .max_send_sge = 2,
+                                             .max_recv_sge = 1,
                                              .max_inline_data = 64},
-                                     .comp_mask = IBV_QP_INIT_ATTR_PD, .pd = pd};
+                                     .comp_mask = IBV_QP_INIT_ATTR_PD,
+                                     .pd = pd};
     struct ibv_qp *b = p_ibv_create_qp(pd, (struct ibv_qp_init_attr *)&ia);
     struct ibv_qp *a;
     if (wr_api) {
         ia.comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
-        ia.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_READ;
+        ia.send_ops_flags =
+            IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_READ;
         a = ibv_create_qp_ex(ctx, &ia); /* inline: through the context */
     } else {
         a = p_ibv_create_qp(pd, (struct ibv_qp_init_attr *)&ia);
@@ -247,8 +262,10 @@ int main(int argc, char **argv)
                 for (int j = 0; j < k; j++) {
                     int inl = ops[o] == IBV_WR_SEND && j == k - 1;
                     sg[j] = (struct ibv_sge){(uintptr_t)src, inl ? inline_size : size, mr->lkey};
-                    w[j] = (struct ibv_send_wr){.wr_id = (uint64_t)(done + j), .sg_list = &sg[j],
-                                                .num_sge = 1, .opcode = ops[o],
+                    w[j] = (struct ibv_send_wr){.wr_id = (uint64_t)(done + j),
+                                                .sg_list = &sg[j],
+                                                .num_sge = 1,
+                                                .opcode = ops[o],
                                                 .send_flags = j == k - 1 ? IBV_SEND_SIGNALED : 0,
                                                 .next = j + 1 < k ? &w[j + 1] : NULL};
                     if (inl)
@@ -284,6 +301,7 @@ int main(int argc, char **argv)
     p_ibv_destroy_qp(a);
     p_ibv_destroy_qp(b);
     fclose(out);
-    printf("verbs_loop: %d iterations of %u bytes, %s API: ok\n", iters, size, wr_api ? "wr" : "post");
+    printf("verbs_loop: %d iterations of %u bytes, %s API: ok\n", iters, size,
+           wr_api ? "wr" : "post");
     return 0;
 }
