@@ -84,7 +84,6 @@ void icx_nccl_push(double **v, size_t *n, double x)
 }
 
 /* The communicator a call of process p used: the latest creation of that handle before it. */
-/* The communicator a call of process p used: the latest creation of that handle before it. */
 const struct icx_rd_ncomm *icx_nccl_comm_of(const struct icx_proc *p, uint64_t h, double t)
 {
     const struct icx_rd_ncomm *best = NULL;

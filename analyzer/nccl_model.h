@@ -53,6 +53,10 @@ struct rankstat {
     uint64_t last;
     double imposed, *skews; /* skews of the instances it was last in */
     size_t nskews;
+    /* Of those, the ones it was last in clearly -- its lead over the runner-up at least half the
+     * instance's skew (a rank late together with another is not clearly last) -- and its lead. */
+    double *leads;
+    size_t nleads;
 };
 
 struct stuck {
@@ -72,6 +76,7 @@ struct comm {
     uint64_t instances;
     double total_skew;
     double *skews; /* every instance's, with the last rank: for "someone else was last" */
+    double *leads; /* every instance's last arrival - the runner-up's (same index) */
     int *lasts;
     size_t nskews;
     struct rankstat *ranks; /* by rank */
@@ -149,6 +154,8 @@ void icx_nccl_align_clocks(const struct icx_trace *t, struct icx_nccl *N, struct
 void icx_nccl_stats_instances(struct icx_nccl *N, const struct call *v,
                               size_t n);           /* nccl_stats.c */
 void icx_nccl_stats_summarize(struct icx_nccl *N); /* nccl_stats.c */
+/* P(X >= k) for X ~ Binomial(n, p) (nccl_straggler.c). */
+double icx_binomial_tail(uint64_t n, uint64_t k, double p);
 void icx_nccl_stragglers(struct icx_nccl *N, const struct call *v, size_t n,
                          struct icx_findings *F);                        /* nccl_straggler.c */
 void icx_nccl_route(struct icx_nccl *N, const struct call *v, size_t n); /* nccl_route.c */

@@ -332,10 +332,13 @@ static void nccl_free(struct icx_analysis *A)
             free(N->v[i].op[o].gpu);
             free(N->v[i].op[o].host);
         }
-        for (int r = 0; N->v[i].ranks && r < N->v[i].nranks; r++)
+        for (int r = 0; N->v[i].ranks && r < N->v[i].nranks; r++) {
             free(N->v[i].ranks[r].skews);
+            free(N->v[i].ranks[r].leads);
+        }
         free(N->v[i].stuck.waiting);
         free(N->v[i].skews);
+        free(N->v[i].leads);
         free(N->v[i].lasts);
         free(N->v[i].stuck.missing);
         free(N->v[i].ranks);

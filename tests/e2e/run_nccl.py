@@ -204,6 +204,17 @@ def test_nccl_straggler():
               and all("arrived last" in f["evidence"] for f in s), "findings %s" % doc["findings"])
 
 
+def test_nccl_split_after_nocolor_split():
+    """The odd ranks pass NCCL_SPLIT_NOCOLOR to one split, then every rank splits by node: the job
+    finishes with correct results (the simulated NCCL counted splits per thread, skipping the
+    NOCOLOR ranks, so the next split's ids differed and it hung), and the tracer gives the node
+    communicators the same id on all their ranks, as for the job without the first split."""
+    with tempfile.TemporaryDirectory() as tmp:
+        doc, _ = job(tmp, steps=2, DDP_NOCOLOR_SPLIT=1)
+        comms = [(c["nranks"], c["ranks_traced"]) for c in doc["collectives"]]
+        check(sorted(comms) == [(8, 8), (8, 8), (16, 16)], "communicators (ranks, traced) %s" % comms)
+
+
 def test_nccl_clock_alignment():
     """Node 1's tracer writes wall times 250 ms ahead (ICX_TEST_CLOCK_OFFSET_MS): the analyzer
     estimates every node-1 rank 250 +- 5 ms ahead of every node-0 rank with residuals under 5 ms,

@@ -113,6 +113,16 @@ int main(int argc, char **argv)
     } else {
         CK(ncclCommInitRank(&wc, world, id, rank));
     }
+    if (env_int("DDP_NOCOLOR_SPLIT", 0)) { /* a split the odd ranks sit out, before the next */
+        ncclComm_t evens = NULL;
+        CK(ncclCommSplit(wc, rank % 2 ? NCCL_SPLIT_NOCOLOR : 0, rank, &evens, NULL));
+        if ((evens != NULL) == (rank % 2 != 0)) {
+            fprintf(stderr, "ddp_loop: rank %d: NOCOLOR split gave %p\n", rank, (void *)evens);
+            return 1;
+        }
+        if (evens)
+            CK(ncclCommDestroy(evens));
+    }
     CK(ncclCommSplit(wc, rank / lws, rank, &nc, NULL));
     int nn = 0;
     CK(ncclCommCount(nc, &nn));

@@ -746,12 +746,14 @@ SIM_EXPORT ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, nccl
     free(all);
     if (rc != ncclSuccess)
         return rc;
+    /* Every rank counts every split of the parent, NOCOLOR ones too, so the next split's ids
+     * agree on all of them (a per-thread count that skipped NOCOLOR ranks hung the next split). */
+    unsigned splits = ++comm->splits;
     if (color == NCCL_SPLIT_NOCOLOR) {
         *newcomm = NULL;
         return ncclSuccess;
     }
-    static __thread unsigned splits;
-    uint64_t id = comm->id * 0x9e3779b97f4a7c15ull + (uint64_t)(color + 1) * 1000003u + ++splits;
+    uint64_t id = comm->id * 0x9e3779b97f4a7c15ull + (uint64_t)(color + 1) * 1000003u + splits;
     return comm_open(newcomm, n, id, rank);
 }
 

@@ -55,6 +55,7 @@ struct ncclComm {
     size_t map_bytes;
     int rank, nranks, dev, nodes;
     uint64_t id;
+    unsigned splits; /* ncclCommSplit calls on this communicator, NOCOLOR ones included */
     char name[96];
     _Atomic int inflight;             /* enqueued batches not yet run */
     _Atomic ncclResult_t async_error; /* first error found while running */
