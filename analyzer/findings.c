@@ -1,4 +1,5 @@
 /* Findings (findings.h): every report adds to one list. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@ void icx_finding_add(struct icx_findings *F, const char *kind, const struct icx_
     snprintf(f->host, sizeof(f->host), "%s", p && p->host ? p->host : "");
     snprintf(f->evidence, sizeof(f->evidence), "%s", evidence);
     snprintf(f->fix, sizeof(f->fix), "%s", fix);
+    f->confidence = NAN;
 }
 
 void icx_findings_free(struct icx_findings *F)

@@ -11,6 +11,7 @@ struct icx_finding {
     char kind[32], host[128];
     int32_t pid, rank;
     char evidence[1400], fix[600];
+    double confidence; /* 0..1 where the rule has a statistical basis (stragglers), else NaN */
 };
 struct icx_findings {
     struct icx_finding *v;

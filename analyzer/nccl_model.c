@@ -133,10 +133,21 @@ struct call *icx_nccl_collect(const struct icx_trace *t, size_t *ncalls)
                     break;
                 v = nv;
             }
-            v[n++] = (struct call){cm->comm_id, c->seq,    c->bytes,           op,
-                                   cm->rank,    c->peer,   cm->nranks,         c->t_enter + off,
-                                   exit + off,  c->gpu,    c->gpu_start + off, c->gpu_end + off,
-                                   p,           c->t_enter};
+            v[n++] = (struct call){cm->comm_id,
+                                   c->seq,
+                                   c->bytes,
+                                   op,
+                                   cm->rank,
+                                   c->peer,
+                                   cm->nranks,
+                                   c->t_enter + off,
+                                   exit + off,
+                                   c->gpu,
+                                   c->gpu_start + off,
+                                   c->gpu_end + off,
+                                   p,
+                                   c->t_enter,
+                                   c->group};
         }
     }
     *ncalls = n;

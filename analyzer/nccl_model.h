@@ -36,7 +36,8 @@ struct call {
     int gpu;                   /* enum icx_gpu_state */
     double gpu_start, gpu_end; /* on the timeline, when ICX_GPU_DONE */
     const struct icx_proc *p;
-    double mono; /* host enter on the process's own monotonic clock */
+    double mono;    /* host enter on the process's own monotonic clock */
+    uint32_t group; /* the process's group id (0: outside a group) */
 };
 
 struct opstat {
@@ -50,13 +51,21 @@ struct opstat {
 
 struct rankstat {
     int rank;
-    uint64_t last;
-    double imposed, *skews; /* skews of the instances it was last in */
-    size_t nskews;
-    /* Of those, the ones it was last in clearly -- its lead over the runner-up at least half the
-     * instance's skew (a rank late together with another is not clearly last) -- and its lead. */
-    double *leads;
-    size_t nleads;
+    uint64_t last;  /* instances it arrived last at */
+    double imposed; /* s the others waited for it there */
+};
+
+/* What the straggler rule saw on a communicator (nccl_straggler.c, docs/NCCL.md). */
+struct arrivals {
+    uint64_t units;     /* arrivals compared: instances, a group's instances counted once */
+    uint64_t clear;     /* units with a clear late set */
+    uint64_t excused;   /* late arrivals explained by a wait in another communicator */
+    double median_skew; /* s, last arrival - first, over the units */
+    int named;          /* ranks named */
+    int cand;           /* the rank most often late that was not named (-1: none) */
+    uint64_t cand_k, cand_units;
+    double cand_tail;    /* its chance tail (the threshold: 0.001 / n) */
+    const char *verdict; /* named, quiet, noisy, inconclusive, too few */
 };
 
 struct stuck {
@@ -74,11 +83,7 @@ struct comm {
     int nranks, traced;
     struct opstat op[NOPS];
     uint64_t instances;
-    double total_skew;
-    double *skews; /* every instance's, with the last rank: for "someone else was last" */
-    double *leads; /* every instance's last arrival - the runner-up's (same index) */
-    int *lasts;
-    size_t nskews;
+    struct arrivals arrivals;
     struct rankstat *ranks; /* by rank */
     struct {
         unsigned api;

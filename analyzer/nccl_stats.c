@@ -89,17 +89,13 @@ void icx_nccl_stats_instances(struct icx_nccl *N, const struct call *v, size_t n
             icx_nccl_push(&c->op[v[k].op].host, &c->op[v[k].op].nhost, v[k].exit - v[k].enter);
         }
         if (c && j - i == want) {
-            double first = INFINITY, last = -INFINITY, second = -INFINITY, done = -INFINITY,
-                   gpu_last = -INFINITY;
+            double last = -INFINITY, done = -INFINITY, gpu_last = -INFINITY;
             int last_rank = -1, timing = icx_nccl_instance_timing(v, i, j);
             for (size_t k = i; k < j; k++) {
-                first = fmin(first, v[k].enter);
                 if (v[k].enter > last) {
-                    second = last;
                     last = v[k].enter;
                     last_rank = v[k].rank;
-                } else
-                    second = fmax(second, v[k].enter);
+                }
                 done = fmax(done, timing == 2 ? v[k].gpu_end : v[k].exit);
                 gpu_last = fmax(gpu_last, v[k].gpu_start);
             }
@@ -115,24 +111,6 @@ void icx_nccl_stats_instances(struct icx_nccl *N, const struct call *v, size_t n
                 r->last++;
                 for (size_t k = i; k < j; k++)
                     r->imposed += last - v[k].enter;
-                icx_nccl_push(&r->skews, &r->nskews, last - first);
-                double lead = second > -INFINITY ? last - second : 0;
-                if (lead > 0 && lead >= 0.5 * (last - first))
-                    icx_nccl_push(&r->leads, &r->nleads, lead);
-                c->total_skew += last - first;
-                int *nl = realloc(c->lasts, (c->nskews + 1) * sizeof(int));
-                double *nd = realloc(c->leads, (c->nskews + 1) * sizeof(double));
-                if (nd)
-                    c->leads = nd;
-                if (nl && nd) {
-                    c->lasts = nl;
-                    size_t before = c->nskews;
-                    icx_nccl_push(&c->skews, &c->nskews, last - first);
-                    if (c->nskews > before) {
-                        c->lasts[before] = last_rank;
-                        c->leads[before] = lead;
-                    }
-                }
             }
         }
         i = j;

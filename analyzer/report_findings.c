@@ -38,6 +38,7 @@ static void findings_json(struct icx_json *j, const struct icx_analysis *A)
         icx_json_end(j);
         icx_json_str(j, "evidence", f->evidence);
         icx_json_str(j, "fix", f->fix);
+        icx_json_num(j, "confidence", f->confidence);
         icx_json_end(j);
     }
     icx_json_end(j);

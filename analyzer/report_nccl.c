@@ -80,6 +80,25 @@ static void nccl_print(FILE *out, const struct icx_analysis *A)
             fprintf(out, "  %16s stuck: %d of %d ranks wait in %s #%llu (%d missing)\n", "",
                     c->stuck.nwaiting, c->nranks, icx_nccl_op_names[c->stuck.op],
                     (unsigned long long)c->stuck.seq, c->stuck.nmissing);
+        const struct arrivals *a = &c->arrivals;
+        if (a->units)
+            fprintf(out,
+                    "  %16s arrivals: %llu compared, %llu with a clear late set, median skew "
+                    "%.2f ms, %llu explained by waits elsewhere: %s\n",
+                    "", (unsigned long long)a->units, (unsigned long long)a->clear,
+                    a->median_skew * 1e3, (unsigned long long)a->excused,
+                    !strcmp(a->verdict, "named")   ? "straggler named (findings)"
+                    : !strcmp(a->verdict, "noisy") ? "skewed, but no rank persistently late: "
+                                                     "too noisy to name anyone"
+                    : !strcmp(a->verdict, "quiet") ? "no straggler"
+                    : !strcmp(a->verdict, "inconclusive") ? "inconclusive (below)"
+                                                          : "too few to judge");
+        if (a->units && !strcmp(a->verdict, "inconclusive"))
+            fprintf(out,
+                    "  %16s rank %d late at %llu of %llu, chance P = %.1e, needs < %.1e with "
+                    "the effect sizes: more steps would tell\n",
+                    "", a->cand, (unsigned long long)a->cand_k, (unsigned long long)a->cand_units,
+                    a->cand_tail, 1e-3 / c->nranks);
     }
     fprintf(out,
             "  routing: %d communicator(s) along NCCL's own ring graph, %d by the ring model\n",
@@ -296,6 +315,23 @@ static void collectives_json(struct icx_json *j, const struct icx_nccl *N)
         }
         icx_json_end(j);
         stuck_json(j, &c->stuck);
+        icx_json_obj(j, "arrivals");
+        icx_json_int(j, "compared", (long long)c->arrivals.units);
+        icx_json_int(j, "clear_late_sets", (long long)c->arrivals.clear);
+        icx_json_int(j, "explained_elsewhere", (long long)c->arrivals.excused);
+        icx_json_num(j, "median_skew_s", c->arrivals.units ? c->arrivals.median_skew : NAN);
+        icx_json_int(j, "named", c->arrivals.named);
+        if (c->arrivals.units && c->arrivals.cand >= 0) {
+            icx_json_obj(j, "most_often_late");
+            icx_json_int(j, "rank", c->arrivals.cand);
+            icx_json_int(j, "late", (long long)c->arrivals.cand_k);
+            icx_json_int(j, "of", (long long)c->arrivals.cand_units);
+            icx_json_num(j, "chance_tail", c->arrivals.cand_tail);
+            icx_json_end(j);
+        } else
+            icx_json_null(j, "most_often_late");
+        icx_json_str(j, "verdict", c->arrivals.verdict ? c->arrivals.verdict : "too few");
+        icx_json_end(j);
         icx_json_arr(j, "last_arrivals");
         for (int r = 0; r < c->nranks; r++)
             if (c->ranks[r].last) {
@@ -332,14 +368,7 @@ static void nccl_free(struct icx_analysis *A)
             free(N->v[i].op[o].gpu);
             free(N->v[i].op[o].host);
         }
-        for (int r = 0; N->v[i].ranks && r < N->v[i].nranks; r++) {
-            free(N->v[i].ranks[r].skews);
-            free(N->v[i].ranks[r].leads);
-        }
         free(N->v[i].stuck.waiting);
-        free(N->v[i].skews);
-        free(N->v[i].leads);
-        free(N->v[i].lasts);
         free(N->v[i].stuck.missing);
         free(N->v[i].ranks);
     }

@@ -204,6 +204,36 @@ def test_nccl_straggler():
               and all("arrived last" in f["evidence"] for f in s), "findings %s" % doc["findings"])
 
 
+def test_nccl_wait_elsewhere_not_blamed():
+    """Pipeline pairs (DDP_PAIR_COMM=1: ranks 2k, 2k+1 all-reduce on a pair communicator and wait
+    for it before every step) and rank 5 40 ms slow, with 3 ms of host jitter on every rank: rank
+    4 waits for 5 in their pair, so both reach the world collectives late together.  Only rank 5
+    is named; rank 4's late arrivals are reported as explained by its wait for rank 5."""
+    with tempfile.TemporaryDirectory() as tmp:
+        doc, _ = job(tmp, sim_args=("--slow-rank", "5:40", "--jitter", "3"), DDP_PAIR_COMM=1)
+        s = [f for f in doc["findings"] if f["kind"] == "straggler"]
+        check(s and {tuple(f["ranks"]) for f in s} == {(5,)} and len(s) == len(doc["findings"]),
+              "findings %s" % doc["findings"])
+        check(any("late arrivals of rank(s) 4 (" in f["evidence"] for f in s),
+              "no explained arrivals of rank 4: %s" % [f["evidence"] for f in s])
+
+
+def test_straggler_accuracy_ci():
+    """The accuracy run (bench/straggler_accuracy.py), CI-sized: 4 clean jobs with host jitter and
+    4 with one or two slow ranks (10-100 ms), one of each per shape (2 x 8, 2 x 2, 1 x 4 PCIe, nodes
+    of 8 and 4 GPUs), at real link rates: no straggler named in a clean job, exactly the injected
+    ones in the others, and no other finding where the job uses every GPU of its nodes."""
+    if os.geteuid() != 0:
+        raise Skip("simulated nodes need their own hostnames (unshare --uts as root)")
+    if os.environ.get("ICX_TEST_SANITIZE"):
+        raise Skip("the accuracy run measures the analyzer's rule; the other tests cover it under "
+                   "the sanitizers")
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "straggler_accuracy.py"), BUILD,
+                        "--clean", "4", "--injected", "4", "--seed", "7"],
+                       capture_output=True, text=True, timeout=600)
+    check(p.returncode == 0, "accuracy run: %s %s" % (p.stdout[-2500:], p.stderr[-800:]))
+
+
 def test_nccl_split_after_nocolor_split():
     """The odd ranks pass NCCL_SPLIT_NOCOLOR to one split, then every rank splits by node: the job
     finishes with correct results (the simulated NCCL counted splits per thread, skipping the

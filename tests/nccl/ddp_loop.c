@@ -9,13 +9,20 @@
  * DDP_NONBLOCKING=1 creates the world communicator non-blocking (ncclCommInitRankConfig with
  * blocking = 0, then ncclCommGetAsyncError until it is no longer ncclInProgress).
  *
+ * DDP_PAIR_COMM=1 adds a pipeline-like pair communicator (ranks 2k and 2k+1, split by rank / 2):
+ * each step starts with an all-reduce there whose result the host waits for (a loss both stages
+ * need), so a rank held up in its pair reaches the world collectives late too.  The node
+ * communicator is split by GROUP_RANK (torchrun's node index) when set, else rank / lws.
+ *
  * Faults for tests: DDP_SLOW_RANK=R with DDP_SLOW_US=N makes rank R compute N us longer before
- * each step's collectives; DDP_HANG_RANK=R with DDP_HANG_STEP=S makes rank R stop (sleep forever)
- * before step S.  Ground truth in DIR/truth-RANK: "<comm> <op> <calls> <bytes>" per op, bytes as
- * nccl-tests count them (one rank's buffer: all-gather its send part, reduce-scatter its receive
- * part). */
+ * each step's collectives; DDP_JITTER_US=N makes every rank wait a random 0..N us before each
+ * step (uniform, from a generator seeded by DDP_SEED and the rank); DDP_HANG_RANK=R with
+ * DDP_HANG_STEP=S makes rank R stop (sleep forever) before step S.  Ground truth in DIR/truth-RANK:
+ * "<comm> <op> <calls> <bytes>" per op, bytes as nccl-tests count them (one rank's buffer:
+ * all-gather its send part, reduce-scatter its receive part). */
 #include <cuda_runtime_api.h>
 #include <nccl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,7 +130,10 @@ int main(int argc, char **argv)
         if (evens)
             CK(ncclCommDestroy(evens));
     }
-    CK(ncclCommSplit(wc, rank / lws, rank, &nc, NULL));
+    ncclComm_t pc = NULL;
+    if (env_int("DDP_PAIR_COMM", 0))
+        CK(ncclCommSplit(wc, rank / 2, rank, &pc, NULL));
+    CK(ncclCommSplit(wc, env_int("GROUP_RANK", rank / lws), rank, &nc, NULL));
     int nn = 0;
     CK(ncclCommCount(nc, &nn));
     size_t ring = count / 16, bc = count / 4, ag = count / 8, rs = count / 16;
@@ -137,12 +147,30 @@ int main(int argc, char **argv)
     int bad = 0, slow = env_int("DDP_SLOW_RANK", -1), slow_us = env_int("DDP_SLOW_US", 0);
     int hang = env_int("DDP_HANG_RANK", -1), hang_step = env_int("DDP_HANG_STEP", -1);
     int next = (rank + 1) % world, prev = (rank + world - 1) % world;
+    unsigned jitter_us = (unsigned)env_int("DDP_JITTER_US", 0);
+    uint64_t rng = 0x9e3779b97f4a7c15ull * (uint64_t)(env_int("DDP_SEED", 1) * 1000003 + rank + 1);
+    size_t pcount = count < 1024 ? count : 1024;
+    float *pbuf = pc ? dev_alloc(pcount) : NULL;
     for (int s = 0; s < steps; s++) {
         if (rank == hang && s == hang_step)
             for (;;)
                 pause();
         if (rank == slow)
             usleep((useconds_t)slow_us);
+        if (jitter_us) { /* xorshift64: a different, reproducible delay per rank and step */
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            usleep((useconds_t)((rng >> 11) % (jitter_us + 1)));
+        }
+        if (pc) { /* the pair's all-reduce, its result awaited on the host */
+            fill(pbuf, pcount, 1.0f, h);
+            CK(ncclAllReduce(pbuf, pbuf, pcount, ncclFloat, ncclSum, pc, st));
+            CK(cudaStreamSynchronize(st));
+            int pn = 0;
+            CK(ncclCommCount(pc, &pn));
+            bad |= expect(pbuf, pcount, (float)pn, h, "pair allreduce", s);
+        }
         fill(grad, count, (float)(rank + 1 + s), h);
         CK(ncclAllReduce(grad, grad, count, ncclFloat, ncclSum, wc, st));
         fill(sbuf, ring, (float)(rank * 1000 + s), h);
@@ -152,7 +180,7 @@ int main(int argc, char **argv)
         CK(ncclGroupEnd());
         fill(bbuf, bc, rank == 0 ? (float)s : -1.0f, h);
         CK(ncclBcast(bbuf, bc, ncclFloat, 0, wc, st));
-        fill(agin, ag, (float)(rank % lws), h);
+        fill(agin, ag, (float)lr, h);
         CK(ncclAllGather(agin, agout, ag, ncclFloat, nc, st));
         fill(rsin, rs * (size_t)world, 1.0f, h);
         CK(ncclReduceScatter(rsin, rsout, rs, ncclFloat, ncclSum, wc, st));
@@ -176,6 +204,8 @@ int main(int argc, char **argv)
     fprintf(f, "node AllGather %llu %llu\n", S, S * ag * 4);
     fprintf(f, "world ReduceScatter %llu %llu\n", S, S * rs * 4);
     fclose(f);
+    if (pc)
+        CK(ncclCommDestroy(pc));
     CK(ncclCommDestroy(nc));
     CK(ncclCommDestroy(wc));
     printf("ddp_loop rank %d: %d steps, results %s\n", rank, steps, bad ? "WRONG" : "correct");

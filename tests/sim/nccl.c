@@ -530,7 +530,11 @@ static void write_dumps(ncclComm_t c)
         fclose(f);
     }
     f = gp ? fopen(gp, "w") : NULL;
-    int lws = c->nranks / (c->nodes ? c->nodes : 1);
+    /* the communicator's own GPUs on this node, in rank order (a split of GPUs 4-7 names 4-7) */
+    int dv[MAXR], lws = 0;
+    for (int r = 0; r < c->nranks && lws < MAXR; r++)
+        if (c->s->node[r] == c->s->node[c->rank])
+            dv[lws++] = c->s->dev[r];
     if (f && lws > 0) {
         fprintf(f,
                 "<graphs version=\"1\">\n  <graph id=\"0\" pattern=\"4\" crossnic=\"0\" "
@@ -538,14 +542,14 @@ static void write_dumps(ncclComm_t c)
                 lws, topo.nvswitch_links * topo.nvlink_gbps,
                 topo.nnics ? topo.nic[0].rate_gbps / 8 : 0);
         int nn = topo.nnics ? topo.nnics : 1;
-        for (int k = 0; k < lws; k++) {
+        for (int k = 0; k < lws; k++) { /* a GPU's NIC: its device index modulo the NICs */
             fprintf(f, "    <channel>");
             if (c->nodes > 1)
-                fprintf(f, "<net dev=\"%d\"/>", k % nn);
+                fprintf(f, "<net dev=\"%d\"/>", dv[k] % nn);
             for (int i = 0; i < lws; i++)
-                fprintf(f, "<gpu dev=\"%d\"/>", (k + i) % lws);
+                fprintf(f, "<gpu dev=\"%d\"/>", dv[(k + i) % lws]);
             if (c->nodes > 1)
-                fprintf(f, "<net dev=\"%d\"/>", (k + lws - 1) % lws % nn);
+                fprintf(f, "<net dev=\"%d\"/>", dv[(k + lws - 1) % lws] % nn);
             fprintf(f, "</channel>\n");
         }
         fprintf(f, "  </graph>\n</graphs>\n");
