@@ -229,6 +229,7 @@ struct rankacc {
     size_t ngaps;
     uint64_t excused; /* its arrivals explained by waits elsewhere */
     const struct icx_proc *cause, *p;
+    size_t seen; /* the unit (index + 1) its arrival was last taken from */
 };
 
 /* A unit's widest gap, its last rank and its clear late set (tops[off..off+s)). */
@@ -255,11 +256,9 @@ static double pass(const struct call *v, const struct callref *ref, const struct
             int r = v[k].rank;
             if (r < 0 || r >= nranks || aside[r])
                 continue;
-            int dup = 0; /* a group's later call: its first is the arrival */
-            for (int q = 0; q < m && !dup; q++)
-                dup = a[q].rank == r;
-            if (dup)
+            if (acc[r].seen == ui + 1) /* a group's later call: its first is the arrival */
                 continue;
+            acc[r].seen = ui + 1;
             acc[r].p = v[k].p;
             const struct icx_proc *cause = ref[k].cause;
             if (cause) {
