@@ -41,6 +41,9 @@ struct vnic {
     double bin_s, *bins;     /* bytes its posted requests moved, per bin of bin_s from t0 */
     size_t nbins;
     double peak_bps;
+    int rail;         /* a rail of the job (mark_rails) */
+    int foreign;      /* it carried traffic of a GPU it is not the closest NIC of */
+    int deserted;     /* it is the closest NIC of a GPU whose traffic left through another */
     int has_counters; /* the port's own data counters, over the traced window */
     uint64_t counter_tx, counter_rx;
 };
@@ -203,9 +206,58 @@ static void nic_finding(struct icx_findings *F, const char *kind, const char *ho
     icx_finding_add(F, kind, &where, evidence, fix);
 }
 
-/* Rails of a host: its NICs of the link layer the traffic used.  Each one's share of the bytes
- * against their mean (under 50 % or over 150 % is a finding), and ports that came up slower than
- * the host's fastest opened one. */
+static int primary_gpu(const struct icx_proc *p);
+
+/* Mark every row of a host's NIC: a rail, and whether it carried a farther GPU's traffic or is
+ * the closest NIC of a GPU whose traffic left elsewhere. */
+static void mark_nic(struct icx_verbs *V, const char *host, const char *name, int foreign,
+                     int deserted)
+{
+    for (size_t n = 0; n < V->nnics; n++)
+        if (!strcmp(V->nics[n].host, host) && !strcmp(V->nics[n].name, name)) {
+            V->nics[n].rail = 1;
+            V->nics[n].foreign |= foreign;
+            V->nics[n].deserted |= deserted;
+        }
+}
+
+/* The job's rails on each host: the NICs that carried its traffic, and the closest NICs (PCIe
+ * path class) of the GPUs whose traffic left through a farther one.  A NIC that no GPU of the
+ * job used or should have used is not a rail: a 2-GPU job leaves six NICs of an 8-NIC node idle,
+ * and a single ring crosses the network from two GPUs of a node only, both rightly. */
+static void mark_rails(struct icx_verbs *V)
+{
+    for (size_t i = 0; i < V->nnics; i++)
+        V->nics[i].rail = V->nics[i].tx_bytes + V->nics[i].rx_bytes > 0;
+    for (size_t q = 0; q < V->nqps; q++) {
+        const struct vqp_row *r = &V->qps[q];
+        const struct icx_proc *p = r->p;
+        uint64_t moved = r->out_bytes + r->in_read_bytes;
+        if (r->peer >= 0)
+            moved += V->qps[r->peer].out_bytes + V->qps[r->peer].in_read_bytes;
+        int g = primary_gpu(p);
+        if (!moved || g < 0 || r->ctx >= ICX_RD_MAX_VCTX)
+            continue;
+        unsigned best = 0, used = 0;
+        for (int k = 0; k < ICX_RD_MAX_NICS; k++)
+            if (p->nics[k].present && p->nics[k].path[g]) {
+                best = !best || p->nics[k].path[g] < best ? p->nics[k].path[g] : best;
+                used = !strcmp(p->nics[k].name, p->vctx[r->ctx].name) ? p->nics[k].path[g] : used;
+            }
+        if (!used || used <= best)
+            continue;
+        mark_nic(V, host_of(p), p->vctx[r->ctx].name, 1, 0);
+        for (int k = 0; k < ICX_RD_MAX_NICS; k++)
+            if (p->nics[k].present && p->nics[k].path[g] == best)
+                mark_nic(V, host_of(p), p->nics[k].name, 0, 1);
+    }
+}
+
+/* Rails of a host (mark_rails) of the link layer the traffic used: each one's share of their mean
+ * bytes.  Under 50 % on a rail a GPU's traffic deserted, or over 150 % on one that carried a
+ * farther GPU's traffic, is a finding; an uneven split among rails that each carry only their
+ * own GPUs' traffic is the collective's algorithm, not a fault.  And ports that came up slower
+ * than the host's fastest opened one. */
 static void rails(struct icx_verbs *V, struct icx_findings *F)
 {
     for (size_t i = 0; i < V->nnics; i++) {
@@ -227,7 +279,7 @@ static void rails(struct icx_verbs *V, struct icx_findings *F)
         double sum = 0;
         int n = 0;
         for (size_t k = i; k < V->nnics; k++)
-            if (!strcmp(V->nics[k].host, host) && V->nics[k].link_layer == ll) {
+            if (!strcmp(V->nics[k].host, host) && V->nics[k].link_layer == ll && V->nics[k].rail) {
                 sum += (double)(V->nics[k].tx_bytes + V->nics[k].rx_bytes);
                 n++;
             }
@@ -246,11 +298,12 @@ static void rails(struct icx_verbs *V, struct icx_findings *F)
                             "that trains down slows every collective that crosses it");
             }
             double share = n > 1 && sum > 0 ? (double)(x->tx_bytes + x->rx_bytes) / (sum / n) : 1;
-            if (x->link_layer != ll || (share >= 0.5 && share <= 1.5))
+            if (!x->rail || x->link_layer != ll ||
+                !((share < 0.5 && x->deserted) || (share > 1.5 && x->foreign)))
                 continue;
             snprintf(ev, sizeof(ev),
                      "%s port %d on %s carried %.0f%% of the mean bytes of the host's "
-                     "%d %s NICs (%llu of a mean %.0f)",
+                     "%d %s rails (%llu of a mean %.0f)",
                      x->name, x->port, host, share * 100, n, ll_name(ll),
                      (unsigned long long)(x->tx_bytes + x->rx_bytes), sum / n);
             nic_finding(F, "nic_imbalance", host, ev,
@@ -557,6 +610,7 @@ static struct icx_verbs *verbs_compute_new(const struct icx_trace *t, const stru
     }
     bin_traffic(V, t);
     port_counters(V, C);
+    mark_rails(V);
     rails(V, F);
     rail_alignment(V, t, F);
     gpu_nic_matrix(V, t);
@@ -643,6 +697,7 @@ static void verbs_json(struct icx_json *j, const struct icx_analysis *A)
         icx_json_int(j, "port", n->port);
         icx_json_str(j, "link_layer", ll_name(n->link_layer));
         icx_json_int(j, "rate_mbps", n->rate_mbps);
+        icx_json_bool(j, "rail", n->rail);
         icx_json_int(j, "tx_bytes", (long long)n->tx_bytes);
         icx_json_int(j, "rx_bytes", (long long)n->rx_bytes);
         icx_json_int(j, "work_requests", (long long)n->wrs);

@@ -54,9 +54,9 @@ def test_dlvsym_versions():
 SIM_ITERS, SIM_SIZE = 100, 8192
 
 
-def sim_job(tmp, *faults, bad_rank=None, **env_extra):
-    """Run rail_verbs over 2 simulated 8-GPU/8-NIC nodes; the analysis and the expected bytes per
-    (host, NIC) from the ranks' own truth files."""
+def sim_job(tmp, *faults, bad_rank=None, ranks=16, **env_extra):
+    """Run rail_verbs over 2 simulated 8-GPU/8-NIC nodes (ranks / 2 GPUs of each used); the
+    analysis and the expected bytes per (host, NIC) from the ranks' own truth files."""
     if os.geteuid() != 0:
         raise Skip("simulated nodes need their own hostnames (unshare --uts as root)")
     oob = os.path.join(tmp, "oob")
@@ -67,7 +67,7 @@ def sim_job(tmp, *faults, bad_rank=None, **env_extra):
     for k in ("LD_LIBRARY_PATH", "ICX_OUTPUT", "ICXSIM_TOPOLOGY"):
         env.pop(k, None)
     env.update({k: str(v) for k, v in env_extra.items()})
-    p = subprocess.run([sim, "--out", tmp] + list(faults) +
+    p = subprocess.run([sim, "--out", tmp, "--gpus-per-node", str(ranks // 2)] + list(faults) +
                        ["--", os.path.join(VERBS, "rail_verbs"), oob, str(SIM_ITERS), str(SIM_SIZE)] +
                        ([str(bad_rank)] if bad_rank is not None else []),
                        env=env, capture_output=True, text=True, timeout=300)
@@ -78,7 +78,7 @@ def sim_job(tmp, *faults, bad_rank=None, **env_extra):
             w = open(os.path.join(oob, f)).read().split()
             truth[int(w[1])] = {"node": int(w[3]), "nic": w[5], "peer": int(w[7]), "out": int(w[9]),
                                 "errors": int(w[11])}
-    check(len(truth) == 16, "%d ranks wrote their truth" % len(truth))
+    check(len(truth) == ranks, "%d ranks wrote their truth" % len(truth))
     want = {}
     for r, t in truth.items():
         host = "simnode%d" % t["node"]
@@ -136,6 +136,27 @@ def test_sim_rails_clean():
             check(abs(sum(n["posted_bytes_per_bin"]) - posted) < 1 + 1e-9 * posted,
                   "%s/%s bins sum %s, posted %d" % (n["host"], n["nic"], sum(n["posted_bytes_per_bin"]), posted))
             check(n["peak_bytes_per_s"] > 0, "no peak rate: %s" % n)
+
+
+def test_sim_rails_part_of_node():
+    """2 of each node's 8 GPUs used: the job's rails are the NICs that carried traffic and the
+    closest NICs of GPUs whose traffic left elsewhere, so the six idle NICs are no finding on a
+    clean run; rank 1 told to use mlx5_0 leaves its own rail idle and doubles rank 0's, and both
+    are named."""
+    with tempfile.TemporaryDirectory() as tmp:
+        doc, want, truth = sim_job(tmp, ranks=4)
+        check_sim_bytes(doc, want, truth)
+        check(doc["findings"] == [], "findings on a clean run: %s" % doc["findings"])
+        rails = sorted((n["host"], n["nic"]) for n in doc["verbs"]["nics"] if n["rail"])
+        check(rails == [("simnode%d" % h, "mlx5_%d" % k) for h in (0, 1) for k in (0, 1)],
+              "rails %s" % rails)
+    with tempfile.TemporaryDirectory() as tmp:
+        doc, want, truth = sim_job(tmp, "--hca", "1:mlx5_0", ranks=4)
+        expect = [("nic_imbalance", "simnode0", "mlx5_0"), ("nic_imbalance", "simnode0", "mlx5_1")]
+        check(nic_findings(doc) == expect, "findings %s, want %s" % (nic_findings(doc), expect))
+        shares = [f["evidence"].split(" carried ")[1].split(" of ")[0] for f in doc["findings"]
+                  if f["kind"] == "nic_imbalance"]
+        check(shares == ["200%", "0%"], "shares %s" % shares)
 
 
 def test_sim_rails_faults():
