@@ -10,74 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analysis.h"
 #include "report_counters.h"
-
-#define NCLASS 48 /* size classes reported per NIC (icx/format_util.h) */
-
-struct vqp_row {
-    const struct icx_proc *p;
-    const struct icx_rd_vqp *q; /* NULL: traffic on a QP whose creation was not traced */
-    uint16_t ctx;
-    uint32_t qpn;
-    int peer; /* index of the matched row, -1 */
-    struct {
-        uint8_t kind, opcode;
-        uint64_t count, bytes, signaled;
-    } ops[16];
-    int nops;
-    uint64_t out_bytes, in_read_bytes; /* SEND/WRITE posted here; READ posted here */
-};
-
-struct vnic {
-    char host[128], name[64];
-    int port;
-    uint32_t rate_mbps, port_rate_mbps; /* from sysfs; as the opened port reported it */
-    unsigned link_layer;
-    int opened; /* some traced process opened it */
-    uint64_t tx_bytes, rx_bytes, wrs, recvs, completions, errors;
-    uint64_t size_hist[NCLASS];
-    double t0, t1, rate_bps; /* traced span of its sends; mean rate over it */
-    double bin_s, *bins;     /* bytes its posted requests moved, per bin of bin_s from t0 */
-    size_t nbins;
-    double peak_bps;
-    int rail;         /* a rail of the job (mark_rails) */
-    int foreign;      /* it carried traffic of a GPU it is not the closest NIC of */
-    int deserted;     /* it is the closest NIC of a GPU whose traffic left through another */
-    int has_counters; /* the port's own data counters, over the traced window */
-    uint64_t counter_tx, counter_rx;
-};
-
-struct vpair {
-    char src[128], dst[128];
-    uint64_t bytes;
-};
-
-/* GPU <-> NIC, per host: the RDMA bytes that processes driving a GPU moved through a NIC. */
-struct gpunic {
-    char host[128], gpu_bus[32], nic[64];
-    int gpu;
-    unsigned path;
-    uint64_t bytes;
-    double t0, t1;
-};
-
-struct icx_verbs {
-    struct gpunic *gn;
-    size_t ngn;
-    struct vqp_row *qps;
-    size_t nqps;
-    struct vnic *nics;
-    size_t nnics;
-    struct vpair *pairs;
-    size_t npairs;
-    uint64_t errors;
-};
-
-static const char *host_of(const struct icx_proc *p)
-{
-    return p->host ? p->host : "?";
-}
+#include "verbs_model.h"
 
 static int gid_zero(const uint8_t *g)
 {
@@ -136,7 +70,7 @@ static struct vnic *nic_get(struct icx_verbs *V, const struct icx_proc *p, uint1
 {
     port = port >= 1 && port <= 4 ? port : 1;
     int known = ctx < ICX_RD_MAX_VCTX && p->vctx[ctx].present;
-    struct vnic *v = nic_row(V, host_of(p), known ? p->vctx[ctx].name : "?", port);
+    struct vnic *v = nic_row(V, icx_verbs_host(p), known ? p->vctx[ctx].name : "?", port);
     if (v && known && p->vctx[ctx].ports[port - 1].port) {
         v->opened = 1;
         v->port_rate_mbps = p->vctx[ctx].ports[port - 1].rate_mbps;
@@ -189,130 +123,6 @@ static void span_add(struct vnic *n, double t0, double t1)
         return;
     n->t0 = t0 < n->t0 ? t0 : n->t0;
     n->t1 = t1 > n->t1 ? t1 : n->t1;
-}
-
-static const char *ll_name(unsigned ll)
-{
-    return ll == ICX_LL_INFINIBAND ? "InfiniBand" : ll == ICX_LL_ETHERNET ? "RoCE" : "?";
-}
-
-static void nic_finding(struct icx_findings *F, const char *kind, const char *host,
-                        const char *evidence, const char *fix)
-{
-    struct icx_proc where = {0}; /* a host's finding, not one process's */
-    where.host = (char *)host;
-    where.pid = -1;
-    where.rank = -1;
-    icx_finding_add(F, kind, &where, evidence, fix);
-}
-
-static int primary_gpu(const struct icx_proc *p);
-
-/* Mark every row of a host's NIC: a rail, and whether it carried a farther GPU's traffic or is
- * the closest NIC of a GPU whose traffic left elsewhere. */
-static void mark_nic(struct icx_verbs *V, const char *host, const char *name, int foreign,
-                     int deserted)
-{
-    for (size_t n = 0; n < V->nnics; n++)
-        if (!strcmp(V->nics[n].host, host) && !strcmp(V->nics[n].name, name)) {
-            V->nics[n].rail = 1;
-            V->nics[n].foreign |= foreign;
-            V->nics[n].deserted |= deserted;
-        }
-}
-
-/* The job's rails on each host: the NICs that carried its traffic, and the closest NICs (PCIe
- * path class) of the GPUs whose traffic left through a farther one.  A NIC that no GPU of the
- * job used or should have used is not a rail: a 2-GPU job leaves six NICs of an 8-NIC node idle,
- * and a single ring crosses the network from two GPUs of a node only, both rightly. */
-static void mark_rails(struct icx_verbs *V)
-{
-    for (size_t i = 0; i < V->nnics; i++)
-        V->nics[i].rail = V->nics[i].tx_bytes + V->nics[i].rx_bytes > 0;
-    for (size_t q = 0; q < V->nqps; q++) {
-        const struct vqp_row *r = &V->qps[q];
-        const struct icx_proc *p = r->p;
-        uint64_t moved = r->out_bytes + r->in_read_bytes;
-        if (r->peer >= 0)
-            moved += V->qps[r->peer].out_bytes + V->qps[r->peer].in_read_bytes;
-        int g = primary_gpu(p);
-        if (!moved || g < 0 || r->ctx >= ICX_RD_MAX_VCTX)
-            continue;
-        unsigned best = 0, used = 0;
-        for (int k = 0; k < ICX_RD_MAX_NICS; k++)
-            if (p->nics[k].present && p->nics[k].path[g]) {
-                best = !best || p->nics[k].path[g] < best ? p->nics[k].path[g] : best;
-                used = !strcmp(p->nics[k].name, p->vctx[r->ctx].name) ? p->nics[k].path[g] : used;
-            }
-        if (!used || used <= best)
-            continue;
-        mark_nic(V, host_of(p), p->vctx[r->ctx].name, 1, 0);
-        for (int k = 0; k < ICX_RD_MAX_NICS; k++)
-            if (p->nics[k].present && p->nics[k].path[g] == best)
-                mark_nic(V, host_of(p), p->nics[k].name, 0, 1);
-    }
-}
-
-/* Rails of a host (mark_rails) of the link layer the traffic used: each one's share of their mean
- * bytes.  Under 50 % on a rail a GPU's traffic deserted, or over 150 % on one that carried a
- * farther GPU's traffic, is a finding; an uneven split among rails that each carry only their
- * own GPUs' traffic is the collective's algorithm, not a fault.  And ports that came up slower
- * than the host's fastest opened one. */
-static void rails(struct icx_verbs *V, struct icx_findings *F)
-{
-    for (size_t i = 0; i < V->nnics; i++) {
-        const char *host = V->nics[i].host;
-        int first = 1;
-        for (size_t k = 0; k < i; k++)
-            first &= strcmp(V->nics[k].host, host) != 0;
-        if (!first)
-            continue;
-        unsigned ll = 0;
-        uint32_t fastest = 0;
-        for (size_t k = i; k < V->nnics; k++)
-            if (!strcmp(V->nics[k].host, host)) {
-                if (V->nics[k].tx_bytes + V->nics[k].rx_bytes)
-                    ll = V->nics[k].link_layer;
-                if (V->nics[k].opened && V->nics[k].port_rate_mbps > fastest)
-                    fastest = V->nics[k].port_rate_mbps;
-            }
-        double sum = 0;
-        int n = 0;
-        for (size_t k = i; k < V->nnics; k++)
-            if (!strcmp(V->nics[k].host, host) && V->nics[k].link_layer == ll && V->nics[k].rail) {
-                sum += (double)(V->nics[k].tx_bytes + V->nics[k].rx_bytes);
-                n++;
-            }
-        char ev[600];
-        for (size_t k = i; k < V->nnics; k++) {
-            const struct vnic *x = &V->nics[k];
-            if (strcmp(x->host, host))
-                continue;
-            if (x->opened && x->port_rate_mbps && x->port_rate_mbps < fastest) {
-                snprintf(ev, sizeof(ev),
-                         "%s port %d on %s is up at %.0f Gb/s, the host's other "
-                         "RDMA ports at %.0f Gb/s",
-                         x->name, x->port, host, x->port_rate_mbps / 1e3, fastest / 1e3);
-                nic_finding(F, "nic_degraded", host, ev,
-                            "check the port's cable and width (ibstat: Rate, Link width); a rail "
-                            "that trains down slows every collective that crosses it");
-            }
-            double share = n > 1 && sum > 0 ? (double)(x->tx_bytes + x->rx_bytes) / (sum / n) : 1;
-            if (!x->rail || x->link_layer != ll ||
-                !((share < 0.5 && x->deserted) || (share > 1.5 && x->foreign)))
-                continue;
-            snprintf(ev, sizeof(ev),
-                     "%s port %d on %s carried %.0f%% of the mean bytes of the host's "
-                     "%d %s rails (%llu of a mean %.0f)",
-                     x->name, x->port, host, share * 100, n, ll_name(ll),
-                     (unsigned long long)(x->tx_bytes + x->rx_bytes), sum / n);
-            nic_finding(F, "nic_imbalance", host, ev,
-                        share < 0.5 ? "check that the NIC is up and selected (NCCL_IB_HCA, the "
-                                      "job's rail mapping): it is idle while others carry the load"
-                                    : "spread the traffic over the host's other NICs (one rail per "
-                                      "GPU: NCCL_IB_HCA, NCCL_CROSS_NIC)");
-        }
-    }
 }
 
 /* Bytes of the requests posted through each NIC over time: each aggregate spread evenly over
@@ -380,75 +190,11 @@ static void port_counters(struct icx_verbs *V, const struct icx_counters *C)
 }
 
 /* The GPU a process drives: its NCCL communicators' device, else where it allocated most. */
-static int primary_gpu(const struct icx_proc *p)
-{
-    for (size_t k = 0; k < p->nncomms; k++)
-        if (p->ncomms[k].device >= 0 && p->ncomms[k].device < ICX_RD_MAX_DEV)
-            return p->ncomms[k].device;
-    int best = -1;
-    for (int d = 0; d < ICX_RD_MAX_DEV; d++)
-        if (p->alloc_bytes[d] && (best < 0 || p->alloc_bytes[d] > p->alloc_bytes[best]))
-            best = d;
-    return best;
-}
-
-/* Rails: a process's RDMA traffic should leave through the NIC closest to its GPU (PCIe path
- * class from the topology snapshot, nvidia-smi's PIX < PXB < PHB < NODE < SYS).  Traffic through a
- * NIC farther than the best one the host has for that GPU crosses the CPU or the socket link. */
-static void rail_alignment(const struct icx_verbs *V, const struct icx_trace *t,
-                           struct icx_findings *F)
-{
-    for (size_t i = 0; i < t->nprocs; i++) {
-        const struct icx_proc *p = t->procs[i];
-        int g = primary_gpu(p);
-        if (g < 0)
-            continue;
-        unsigned best = 0;
-        int best_nic = -1;
-        for (int k = 0; k < ICX_RD_MAX_NICS; k++)
-            if (p->nics[k].present && p->nics[k].path[g] && (!best || p->nics[k].path[g] < best)) {
-                best = p->nics[k].path[g];
-                best_nic = k;
-            }
-        if (!best)
-            continue;
-        for (size_t q = 0; q < V->nqps; q++) {
-            const struct vqp_row *r = &V->qps[q];
-            if (r->p != p || !(r->out_bytes + r->in_read_bytes) || r->ctx >= ICX_RD_MAX_VCTX)
-                continue;
-            const char *name = p->vctx[r->ctx].name;
-            int k;
-            for (k = 0; k < ICX_RD_MAX_NICS; k++)
-                if (p->nics[k].present && !strcmp(p->nics[k].name, name))
-                    break;
-            if (k == ICX_RD_MAX_NICS || !p->nics[k].path[g] || p->nics[k].path[g] <= best)
-                continue;
-            uint64_t bytes = 0;
-            for (size_t x = 0; x < V->nqps; x++)
-                if (V->qps[x].p == p && V->qps[x].ctx == r->ctx)
-                    bytes += V->qps[x].out_bytes + V->qps[x].in_read_bytes;
-            char ev[600], fix[300];
-            snprintf(ev, sizeof(ev),
-                     "the process drives GPU %d (%s) but its RDMA traffic (%llu B) "
-                     "goes through %s, %s from that GPU; %s is %s",
-                     g, p->dev[g].bus, (unsigned long long)bytes, name,
-                     icx_pci_path_name(p->nics[k].path[g]), p->nics[best_nic].name,
-                     icx_pci_path_name(best));
-            snprintf(fix, sizeof(fix),
-                     "use the GPU's own rail: NCCL_IB_HCA=%s for this rank (or fix "
-                     "the launcher's GPU/NIC mapping)",
-                     p->nics[best_nic].name);
-            icx_finding_add(F, "rail_misalignment", p, ev, fix);
-            break; /* one finding per process */
-        }
-    }
-}
-
 static void gpu_nic_matrix(struct icx_verbs *V, const struct icx_trace *t)
 {
     for (size_t i = 0; i < t->nprocs; i++) {
         const struct icx_proc *p = t->procs[i];
-        int g = primary_gpu(p);
+        int g = icx_verbs_primary_gpu(p);
         if (g < 0)
             continue;
         for (size_t q = 0; q < V->nqps; q++) {
@@ -470,7 +216,7 @@ static void gpu_nic_matrix(struct icx_verbs *V, const struct icx_trace *t)
                 }
             struct gpunic *e = NULL;
             for (size_t k = 0; k < V->ngn && !e; k++)
-                if (!strcmp(V->gn[k].host, host_of(p)) &&
+                if (!strcmp(V->gn[k].host, icx_verbs_host(p)) &&
                     !strcmp(V->gn[k].gpu_bus, p->dev[g].bus) && !strcmp(V->gn[k].nic, nic))
                     e = &V->gn[k];
             if (!e) {
@@ -480,7 +226,7 @@ static void gpu_nic_matrix(struct icx_verbs *V, const struct icx_trace *t)
                 V->gn = n;
                 e = &V->gn[V->ngn++];
                 memset(e, 0, sizeof(*e));
-                snprintf(e->host, sizeof(e->host), "%s", host_of(p));
+                snprintf(e->host, sizeof(e->host), "%s", icx_verbs_host(p));
                 snprintf(e->gpu_bus, sizeof(e->gpu_bus), "%s", p->dev[g].bus);
                 snprintf(e->nic, sizeof(e->nic), "%s", nic);
                 e->gpu = g;
@@ -507,7 +253,8 @@ static struct icx_verbs *verbs_compute_new(const struct icx_trace *t, const stru
         const struct icx_proc *p = t->procs[i];
         for (int k = 0; k < ICX_RD_MAX_NICS; k++) {
             const struct icx_rd_nic *x = &p->nics[k];
-            struct vnic *n = x->present && x->active ? nic_row(V, host_of(p), x->name, 1) : NULL;
+            struct vnic *n =
+                x->present && x->active ? nic_row(V, icx_verbs_host(p), x->name, 1) : NULL;
             if (n && !n->opened) {
                 n->rate_mbps = x->rate_mbps;
                 n->link_layer = x->link_layer;
@@ -549,7 +296,7 @@ static struct icx_verbs *verbs_compute_new(const struct icx_trace *t, const stru
                 continue;
             if (x->kind == ICX_VK_SEND) {
                 n->wrs += x->count;
-                if (x->size_class < NCLASS)
+                if (x->size_class < ICX_VERBS_NCLASS)
                     n->size_hist[x->size_class] += x->count;
                 if (is_out_op(x->opcode)) {
                     n->tx_bytes += x->bytes;
@@ -590,9 +337,9 @@ static struct icx_verbs *verbs_compute_new(const struct icx_trace *t, const stru
     for (size_t a = 0; a < V->nqps; a++) {
         struct vqp_row *r = &V->qps[a];
         const struct vqp_row *peer = r->peer >= 0 ? &V->qps[r->peer] : NULL;
-        const char *dst = peer ? host_of(peer->p) : "(untraced peer)";
-        pair_add(V, host_of(r->p), dst, r->out_bytes);
-        pair_add(V, dst, host_of(r->p), r->in_read_bytes);
+        const char *dst = peer ? icx_verbs_host(peer->p) : "(untraced peer)";
+        pair_add(V, icx_verbs_host(r->p), dst, r->out_bytes);
+        pair_add(V, dst, icx_verbs_host(r->p), r->in_read_bytes);
         if (!peer)
             continue;
         /* What the peer pushed into this QP, or read out of it. */
@@ -610,9 +357,7 @@ static struct icx_verbs *verbs_compute_new(const struct icx_trace *t, const stru
     }
     bin_traffic(V, t);
     port_counters(V, C);
-    mark_rails(V);
-    rails(V, F);
-    rail_alignment(V, t, F);
+    icx_verbs_rails(V, t, F);
     gpu_nic_matrix(V, t);
     return V;
 }
@@ -633,7 +378,7 @@ static void verbs_print(FILE *out, const struct icx_analysis *A)
     for (size_t i = 0; i < V->nnics; i++) {
         const struct vnic *n = &V->nics[i];
         fprintf(out, "  %-16s %-10s %4d %-10s %14llu %14llu %10llu %10llu %12.3f %6llu\n", n->host,
-                n->name, n->port, ll_name(n->link_layer), (unsigned long long)n->tx_bytes,
+                n->name, n->port, icx_ll_name(n->link_layer), (unsigned long long)n->tx_bytes,
                 (unsigned long long)n->rx_bytes, (unsigned long long)n->wrs,
                 (unsigned long long)n->recvs, n->peak_bps * 8 / 1e9, (unsigned long long)n->errors);
     }
@@ -653,11 +398,11 @@ static void verbs_print(FILE *out, const struct icx_analysis *A)
         }
         char peer[200] = "-";
         if (r->peer >= 0)
-            snprintf(peer, sizeof(peer), "%s pid %d qp %u", host_of(V->qps[r->peer].p),
+            snprintf(peer, sizeof(peer), "%s pid %d qp %u", icx_verbs_host(V->qps[r->peer].p),
                      V->qps[r->peer].p->pid, V->qps[r->peer].qpn);
         const char *nic = r->ctx < ICX_RD_MAX_VCTX ? r->p->vctx[r->ctx].name : "?";
         for (int o = 0; o < r->nops; o++)
-            fprintf(out, "  %-16s %7d %-8s %8u  %-22s %10llu %14llu  %s\n", host_of(r->p),
+            fprintf(out, "  %-16s %7d %-8s %8u  %-22s %10llu %14llu  %s\n", icx_verbs_host(r->p),
                     r->p->pid, nic, r->qpn, icx_verbs_opcode_name(r->ops[o].kind, r->ops[o].opcode),
                     (unsigned long long)r->ops[o].count, (unsigned long long)r->ops[o].bytes, peer);
     }
@@ -695,7 +440,7 @@ static void verbs_json(struct icx_json *j, const struct icx_analysis *A)
         icx_json_str(j, "host", n->host);
         icx_json_str(j, "nic", n->name);
         icx_json_int(j, "port", n->port);
-        icx_json_str(j, "link_layer", ll_name(n->link_layer));
+        icx_json_str(j, "link_layer", icx_ll_name(n->link_layer));
         icx_json_int(j, "rate_mbps", n->rate_mbps);
         icx_json_bool(j, "rail", n->rail);
         icx_json_int(j, "tx_bytes", (long long)n->tx_bytes);
@@ -725,7 +470,7 @@ static void verbs_json(struct icx_json *j, const struct icx_analysis *A)
             icx_json_num(j, NULL, n->bins[b]);
         icx_json_end(j);
         icx_json_arr(j, "size_histogram"); /* [upper bound bytes, work requests] */
-        for (int c = 0; c < NCLASS; c++)
+        for (int c = 0; c < ICX_VERBS_NCLASS; c++)
             if (n->size_hist[c]) {
                 icx_json_obj(j, NULL);
                 icx_json_int(j, "le_bytes", c == 0 ? 0 : 1ll << (c - 1));
@@ -740,7 +485,7 @@ static void verbs_json(struct icx_json *j, const struct icx_analysis *A)
     for (size_t i = 0; V && i < V->nqps; i++) {
         const struct vqp_row *r = &V->qps[i];
         icx_json_obj(j, NULL);
-        icx_json_str(j, "host", host_of(r->p));
+        icx_json_str(j, "host", icx_verbs_host(r->p));
         icx_json_int(j, "pid", r->p->pid);
         icx_json_int(j, "rank", r->p->rank);
         icx_json_str(j, "nic", r->ctx < ICX_RD_MAX_VCTX ? r->p->vctx[r->ctx].name : "?");
@@ -749,7 +494,7 @@ static void verbs_json(struct icx_json *j, const struct icx_analysis *A)
         if (r->peer >= 0) {
             const struct vqp_row *q = &V->qps[r->peer];
             icx_json_obj(j, "peer");
-            icx_json_str(j, "host", host_of(q->p));
+            icx_json_str(j, "host", icx_verbs_host(q->p));
             icx_json_int(j, "pid", q->p->pid);
             icx_json_int(j, "rank", q->p->rank);
             icx_json_int(j, "qp_num", q->qpn);
