@@ -1,13 +1,15 @@
 /* The NCCL report, part: clock alignment across hosts. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "nccl_model.h"
 
 /* Cross-host clock alignment.  The ranks of a collective finish it within microseconds of each
  * other (all-reduce, all-gather, reduce-scatter, all-to-all: nobody finishes before the last one
  * arrives and the data has gone round), so each process's offset is the median, over the
- * instances it took part in, of its finish time minus the instance's median finish time; its
+ * instances it took part in, of its finish time minus the instance's median finish time -- one
+ * offset per host, the median over all its processes' instances, since they share its clock; its
  * times are then corrected by that offset, and what remains is the residual.  The finish is the
  * GPU end where every rank's call was GPU-timed (NCCL returns once the work is enqueued), else the
  * host return (only meaningful where the calls block). */
@@ -27,8 +29,25 @@ void icx_nccl_align_clocks(const struct icx_trace *t, struct icx_nccl *N, struct
         return;
     }
     N->nclk = t->nprocs;
-    for (size_t q = 0; q < t->nprocs; q++)
+    /* One offset per host: its processes share the host's clocks, so their exits' own scatter
+     * (a slow wake-up, a loaded host) must not shift one process against another -- that would
+     * order a rank's arrival before the event it waited for. */
+    size_t *host = malloc(sizeof(*host) * np);
+    if (!host) {
+        free(m);
+        N->nclk = 0;
+        return;
+    }
+    for (size_t q = 0; q < t->nprocs; q++) {
         N->clk[q].p = t->procs[q];
+        const char *h = t->procs[q]->host ? t->procs[q]->host : "";
+        host[q] = q;
+        for (size_t r = 0; r < q; r++)
+            if (!strcmp(t->procs[r]->host ? t->procs[r]->host : "", h)) {
+                host[q] = r;
+                break;
+            }
+    }
     for (size_t i = 0; i < n;) {
         size_t j = icx_nccl_instance_end(v, n, i);
         int symmetric = v[i].op == 0 || v[i].op == 3 || v[i].op == 4 || v[i].op == 5;
@@ -55,15 +74,23 @@ void icx_nccl_align_clocks(const struct icx_trace *t, struct icx_nccl *N, struct
             T[m[a].inst] = icx_nccl_pct(buf, k, 0.5);
         }
         for (size_t q = 0; q < t->nprocs; q++) {
+            if (host[q] != q)
+                continue; /* set with its host's first process */
             size_t k = 0;
             for (size_t x = 0; x < nm; x++)
-                if (m[x].q == q)
+                if (host[m[x].q] == q)
                     buf[k++] = m[x].exit - T[m[x].inst];
             if (!k)
                 continue;
             qsort(buf, k, sizeof(double), icx_nccl_dcmp);
-            N->clk[q].offset = icx_nccl_pct(buf, k, 0.5);
-            N->clk[q].samples = k;
+            double off = icx_nccl_pct(buf, k, 0.5);
+            for (size_t r = q; r < t->nprocs; r++)
+                if (host[r] == q) {
+                    N->clk[r].offset = off;
+                    N->clk[r].samples = 0;
+                    for (size_t x = 0; x < nm; x++)
+                        N->clk[r].samples += m[x].q == r;
+                }
         }
     }
     for (size_t q = 0; T && buf && q < t->nprocs; q++) {
@@ -85,4 +112,5 @@ void icx_nccl_align_clocks(const struct icx_trace *t, struct icx_nccl *N, struct
     free(T);
     free(buf);
     free(m);
+    free(host);
 }
