@@ -42,6 +42,10 @@ extern const struct icx_report icx_report_summary, icx_report_links, icx_report_
 /* Compute every report of `reports` into A (A->t set); the first failing report's -1. */
 int icx_analysis_compute(struct icx_analysis *A, const struct icx_report *const *reports, size_t n);
 void icx_analysis_free(struct icx_analysis *A, const struct icx_report *const *reports, size_t n);
+/* Write computed reports to out: text, or (json) one JSON document headed by the tool, its
+ * version and `command` (docs/JSON.md). */
+void icx_reports_write(FILE *out, int json, const char *command, const struct icx_analysis *A,
+                       const struct icx_report *const *reports, size_t n);
 /* Compute `reports` over t, then write them to out: text, or (json) one JSON document headed by
  * the tool, its version and `command` (docs/JSON.md); free them.  0, or compute's -1. */
 int icx_reports_run(FILE *out, int json, const char *command, const struct icx_trace *t,

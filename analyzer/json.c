@@ -118,6 +118,15 @@ void icx_json_num(struct icx_json *j, const char *key, double v)
         fputs("null", j->out);
 }
 
+void icx_json_fix(struct icx_json *j, const char *key, double v, int decimals)
+{
+    sep(j, key);
+    if (isfinite(v))
+        fprintf(j->out, "%.*f", decimals, v);
+    else
+        fputs("null", j->out);
+}
+
 void icx_json_bool(struct icx_json *j, const char *key, int v)
 {
     sep(j, key);

@@ -19,6 +19,8 @@ void icx_json_end(struct icx_json *j); /* closes the innermost object or array *
 void icx_json_str(struct icx_json *j, const char *key, const char *v);
 void icx_json_int(struct icx_json *j, const char *key, long long v);
 void icx_json_num(struct icx_json *j, const char *key, double v); /* non-finite -> null */
+/* v with a fixed number of decimals (timestamps: shorter than %.17g), non-finite -> null */
+void icx_json_fix(struct icx_json *j, const char *key, double v, int decimals);
 void icx_json_bool(struct icx_json *j, const char *key, int v);
 void icx_json_null(struct icx_json *j, const char *key);
 

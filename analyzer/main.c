@@ -1,16 +1,20 @@
 /* icx-analyze: reads icxtrace traces and prints reports.  Commands dispatch through a small table
  * (perf's builtin style); `analyze` is the default. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "analysis.h"
+#include "export.h"
 #include "reader.h"
 
 struct icx_opts {
     int json;
     const char *output;
+    const char *perfetto; /* --perfetto FILE */
+    struct icx_timeline_opts tl;
     int npaths;
     char **paths;
 };
@@ -19,19 +23,45 @@ static void usage(FILE *out)
 {
     fprintf(
         out,
-        "usage: icx-analyze [COMMAND] [--json] [-o FILE] TRACE|DIR...\n"
+        "usage: icx-analyze [COMMAND] [--json] [-o FILE] [--perfetto FILE] TRACE|DIR...\n"
         "\n"
         "commands:\n"
         "  analyze    per-link peer-copy report with utilization and imbalance (default)\n"
         "  summarize  processes, completeness, lost events and notes only\n"
         "\n"
         "TRACE is an icxtrace file (*.icx.zst, possibly several concatenated); DIR is read for\n"
-        "every *.icx.zst inside.  --json prints the document described in docs/JSON.md.\n");
+        "every *.icx.zst inside.  --json prints the document described in docs/JSON.md.\n"
+        "\n"
+        "timeline (docs/TIMELINE.md):\n"
+        "  --perfetto FILE      also write the job as a timeline for ui.perfetto.dev\n"
+        "  --ranks LIST         only these ranks, e.g. 0-7,12\n"
+        "  --window FROM:TO     only s FROM to TO after the job's first event (TO empty: the end)\n"
+        "  --timeline-max-mb N  cut the timeline where it would pass N MiB (default 256; 0: no "
+        "cap)\n");
+}
+
+/* "FROM:TO" in s, TO possibly empty: 0, or -1 after a message. */
+static int parse_window(const char *s, struct icx_timeline_opts *tl)
+{
+    char *e;
+    tl->t_from = strtod(s, &e);
+    if (e == s || *e != ':' || tl->t_from < 0)
+        goto bad;
+    const char *to = e + 1;
+    tl->t_to = *to ? strtod(to, &e) : 0;
+    if ((*to && (e == to || *e)) || (*to && tl->t_to <= tl->t_from))
+        goto bad;
+    return 0;
+bad:
+    fprintf(stderr,
+            "icx-analyze: --window %s: want FROM:TO in seconds, FROM < TO (TO may be empty)\n", s);
+    return -1;
 }
 
 static int parse_opts(int argc, char **argv, struct icx_opts *o)
 {
     memset(o, 0, sizeof(*o));
+    o->tl.max_bytes = ICX_TIMELINE_MAX_BYTES;
     o->paths = calloc((size_t)argc + 1, sizeof(*o->paths));
     if (!o->paths)
         return -1;
@@ -40,7 +70,26 @@ static int parse_opts(int argc, char **argv, struct icx_opts *o)
             o->json = 1;
         else if ((!strcmp(argv[i], "-o") || !strcmp(argv[i], "--output")) && i + 1 < argc)
             o->output = argv[++i];
-        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+        else if (!strcmp(argv[i], "--perfetto") && i + 1 < argc)
+            o->perfetto = argv[++i];
+        else if (!strcmp(argv[i], "--ranks") && i + 1 < argc) {
+            o->tl.ranks = argv[++i];
+            if (!icx_timeline_ranks_valid(o->tl.ranks)) {
+                fprintf(stderr, "icx-analyze: --ranks %s: want a list like 0-7,12\n", o->tl.ranks);
+                return -1;
+            }
+        } else if (!strcmp(argv[i], "--window") && i + 1 < argc) {
+            if (parse_window(argv[++i], &o->tl) != 0)
+                return -1;
+        } else if (!strcmp(argv[i], "--timeline-max-mb") && i + 1 < argc) {
+            char *e;
+            double mb = strtod(argv[++i], &e);
+            if (e == argv[i] || *e || !(mb >= 0) || mb > 1e7) {
+                fprintf(stderr, "icx-analyze: --timeline-max-mb %s: want a size in MiB\n", argv[i]);
+                return -1;
+            }
+            o->tl.max_bytes = (uint64_t)(mb * 1048576);
+        } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage(stdout);
             exit(0);
         } else if (argv[i][0] == '-' && argv[i][1]) {
@@ -70,9 +119,42 @@ static int cmd_summarize(FILE *out, const struct icx_opts *o, const struct icx_t
     return icx_reports_run(out, o->json, "summarize", t, summary, 1);
 }
 
+/* Write the timeline to o->perfetto: 0, or -1 after a message. */
+static int write_timeline(const struct icx_opts *o, const struct icx_analysis *A)
+{
+    FILE *f = fopen(o->perfetto, "w");
+    if (!f) {
+        fprintf(stderr, "icx-analyze: %s: %s\n", o->perfetto, strerror(errno));
+        return -1;
+    }
+    struct icx_timeline_stats st;
+    int rc = icx_export_perfetto(f, A, &o->tl, &st);
+    long size = ftell(f);
+    if (fclose(f) != 0 || rc != 0) {
+        fprintf(stderr, "icx-analyze: %s: the timeline could not be written\n", o->perfetto);
+        return -1;
+    }
+    fprintf(stderr, "icx-analyze: timeline %s: %zu of %zu events, %.1f MiB (ui.perfetto.dev)\n",
+            o->perfetto, st.events_written, st.events_total, (double)size / 1048576);
+    if (isfinite(st.cut_s))
+        fprintf(stderr,
+                "icx-analyze: the timeline was cut at %.3f s to stay under %.0f MiB: choose "
+                "--ranks, --window or --timeline-max-mb\n",
+                st.cut_s, (double)o->tl.max_bytes / 1048576);
+    return 0;
+}
+
 static int cmd_analyze(FILE *out, const struct icx_opts *o, const struct icx_trace *t)
 {
-    return icx_reports_run(out, o->json, "analyze", t, icx_reports, icx_nreports);
+    struct icx_analysis A = {.t = t};
+    int rc = icx_analysis_compute(&A, icx_reports, icx_nreports);
+    if (rc == 0) {
+        icx_reports_write(out, o->json, "analyze", &A, icx_reports, icx_nreports);
+        if (o->perfetto && write_timeline(o, &A) != 0)
+            rc = -1;
+    }
+    icx_analysis_free(&A, icx_reports, icx_nreports);
+    return rc;
 }
 
 static const struct {

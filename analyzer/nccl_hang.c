@@ -17,16 +17,7 @@ static size_t in_flight(const struct icx_proc *p, size_t *out, size_t max)
         const struct icx_rd_ncall *c = &p->ncalls[i];
         if (!c->pending)
             continue;
-        int returned = 0;
-        for (size_t k = i + 1; k < p->nncalls && !returned; k++) {
-            const struct icx_rd_ncall *x = &p->ncalls[k];
-            if (x->tid != c->tid)
-                continue;
-            returned = !x->pending && x->api == c->api && x->seq == c->seq;
-            if (x->pending) /* the thread entered another call: this one had returned */
-                returned = 1;
-        }
-        if (!returned && n < max)
+        if (!icx_nccl_entry_returned(p, i) && n < max)
             out[n++] = i;
     }
     /* Returned (NCCL only enqueued it) but its GPU work never finished: running when the trace

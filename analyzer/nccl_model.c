@@ -98,6 +98,21 @@ const struct icx_rd_ncomm *icx_nccl_comm_of(const struct icx_proc *p, uint64_t h
     return best;
 }
 
+int icx_nccl_entry_returned(const struct icx_proc *p, size_t i)
+{
+    const struct icx_rd_ncall *c = &p->ncalls[i];
+    for (size_t k = i + 1; k < p->nncalls; k++) {
+        const struct icx_rd_ncall *x = &p->ncalls[k];
+        if (x->tid != c->tid)
+            continue;
+        if (x->pending) /* the thread entered another call: this one had returned */
+            return 1;
+        if (x->api == c->api && x->seq == c->seq)
+            return 1;
+    }
+    return 0;
+}
+
 double icx_nccl_wall_offset(const struct icx_proc *p)
 {
     return p->nclocks ? ((double)p->clocks[0].real_ns - (double)p->clocks[0].mono_ns) / 1e9 : 0;

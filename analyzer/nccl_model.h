@@ -140,6 +140,9 @@ struct comm *icx_nccl_comm_get(struct icx_nccl *N, uint64_t id, int nranks);
 void icx_nccl_push(double **v, size_t *n, double x);
 /* The communicator a call of process p used: the latest creation of that handle before t. */
 const struct icx_rd_ncomm *icx_nccl_comm_of(const struct icx_proc *p, uint64_t h, double t);
+/* Every call is written on entry (pending) and on return: did the entry record p->ncalls[i] get
+ * its return (or did its thread go on to another call)? */
+int icx_nccl_entry_returned(const struct icx_proc *p, size_t i);
 /* s to add to p's monotonic times for its wall clock */
 double icx_nccl_wall_offset(const struct icx_proc *p);
 /* Calls of every process on one timeline (a call in a group ends with its group), unsorted. */

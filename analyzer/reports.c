@@ -26,12 +26,10 @@ void icx_analysis_free(struct icx_analysis *A, const struct icx_report *const *r
     icx_findings_free(&A->findings);
 }
 
-int icx_reports_run(FILE *out, int json, const char *command, const struct icx_trace *t,
-                    const struct icx_report *const *reports, size_t n)
+void icx_reports_write(FILE *out, int json, const char *command, const struct icx_analysis *A,
+                       const struct icx_report *const *reports, size_t n)
 {
-    struct icx_analysis A = {.t = t};
-    int rc = icx_analysis_compute(&A, reports, n);
-    if (rc == 0 && json) {
+    if (json) {
         struct icx_json j;
         icx_json_begin(&j, out);
         icx_json_obj(&j, NULL);
@@ -41,13 +39,22 @@ int icx_reports_run(FILE *out, int json, const char *command, const struct icx_t
         icx_json_int(&j, "schema", 1);
         for (size_t i = 0; i < n; i++)
             if (reports[i]->json)
-                reports[i]->json(&j, &A);
+                reports[i]->json(&j, A);
         icx_json_end(&j);
-    } else if (rc == 0) {
+    } else {
         for (size_t i = 0; i < n; i++)
             if (reports[i]->print)
-                reports[i]->print(out, &A);
+                reports[i]->print(out, A);
     }
+}
+
+int icx_reports_run(FILE *out, int json, const char *command, const struct icx_trace *t,
+                    const struct icx_report *const *reports, size_t n)
+{
+    struct icx_analysis A = {.t = t};
+    int rc = icx_analysis_compute(&A, reports, n);
+    if (rc == 0)
+        icx_reports_write(out, json, command, &A, reports, n);
     icx_analysis_free(&A, reports, n);
     return rc;
 }

@@ -76,6 +76,16 @@ def analyze(paths, json_out=True, check_rc=True, command=None):
     return None, p
 
 
+def timeline(paths, out, *args):
+    """icx-analyze --perfetto OUT over paths: (the timeline's JSON, its validator's problems,
+    icx-analyze's stderr)."""
+    import timeline_check
+    _, p = analyze(list(paths) + ["--perfetto", out] + list(args))
+    with open(out) as f:
+        doc = json.load(f)
+    return doc, timeline_check.problems(doc), p.stderr
+
+
 def read_truth(path):
     truth = {}
     with open(path) as f:
@@ -170,6 +180,19 @@ def test_exact_links_all_timed():
         check(all(v == 0 for v in proc["lost"].values()), "lost %s" % proc["lost"])
         names = {d["name"] for d in proc["devices"]}
         check(any("simulated" in n for n in names), "device names %s" % names)
+        # the timeline: every copy a host slice and a GPU slice, on its thread and its stream
+        tl, bad, _ = timeline([trace], os.path.join(tmp, "tl.json"))
+        check(not bad, "timeline problems: %s" % bad[:5])
+        host = [e for e in tl["traceEvents"] if e.get("cat") == "copy" and "GPU" not in e["name"]]
+        gpu = [e for e in tl["traceEvents"] if e.get("cat") == "copy" and "GPU" in e["name"]]
+        ops = sum(n for _, n in truth.values())
+        check(len(host) == ops and len(gpu) == ops, "timeline: %d host and %d GPU copy slices for "
+              "%d copies" % (len(host), len(gpu), ops))
+        got = {}
+        for e in gpu:
+            k = (e["args"]["src"], e["args"]["dst"])
+            got[k] = got.get(k, 0) + e["args"]["bytes"]
+        check(got == {k: b for k, (b, _) in truth.items()}, "timeline bytes %s" % got)
 
 
 def test_exact_links_default_sampling():
