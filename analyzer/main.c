@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "analysis.h"
+#include "diff.h"
 #include "export.h"
 #include "reader.h"
 
@@ -28,6 +29,8 @@ static void usage(FILE *out)
         "commands:\n"
         "  analyze    per-link peer-copy report with utilization and imbalance (default)\n"
         "  summarize  processes, completeness, lost events and notes only\n"
+        "  diff       diff [--json] BASE NEW: what changed between two runs of a job, headline\n"
+        "             first (BASE, NEW: a trace or a directory each; docs/DIFF.md)\n"
         "\n"
         "TRACE is an icxtrace file (*.icx.zst, possibly several concatenated); DIR is read for\n"
         "every *.icx.zst inside.  --json prints the document described in docs/JSON.md.\n"
@@ -157,6 +160,44 @@ static int cmd_analyze(FILE *out, const struct icx_opts *o, const struct icx_tra
     return rc;
 }
 
+/* diff BASE NEW: two traces read apart.  0, 1 (a run unreadable or a write failed), 2 usage. */
+static int cmd_diff(const struct icx_opts *o)
+{
+    if (o->npaths != 2) {
+        fprintf(stderr, "icx-analyze: diff wants two runs: diff [--json] BASE NEW\n");
+        return 2;
+    }
+    struct icx_trace t[2];
+    memset(t, 0, sizeof(t));
+    int rc = 0;
+    for (int k = 0; k < 2; k++) {
+        if (icx_read_path(&t[k], o->paths[k]) != 0 || t[k].nprocs == 0) {
+            fprintf(stderr, "icx-analyze: diff: %s: %s\n", o->paths[k],
+                    t[k].nprocs ? "partly unreadable (compared what could be read)"
+                                : "no readable trace");
+            rc = 1;
+        }
+    }
+    FILE *out = stdout;
+    if (t[0].nprocs && t[1].nprocs) {
+        if (o->output && !(out = fopen(o->output, "w"))) {
+            fprintf(stderr, "icx-analyze: %s: %s\n", o->output, strerror(errno));
+            out = stdout;
+            rc = 1;
+        } else if (icx_diff(out, o->json, &t[0], &t[1]) != 0)
+            rc = 1;
+        if (fflush(out) != 0 || ferror(out)) {
+            fprintf(stderr, "icx-analyze: error writing the diff: %s\n", strerror(errno));
+            rc = 1;
+        }
+        if (out != stdout)
+            fclose(out);
+    }
+    icx_trace_free(&t[0]);
+    icx_trace_free(&t[1]);
+    return rc;
+}
+
 static const struct {
     const char *name;
     int (*fn)(FILE *out, const struct icx_opts *o, const struct icx_trace *t);
@@ -175,6 +216,7 @@ int main(int argc, char **argv)
                 ci = (int)k;
                 first = 2;
             }
+        first = !strcmp(argv[1], "diff") ? 2 : first;
     }
     struct icx_opts o;
     struct icx_trace t;
@@ -184,6 +226,11 @@ int main(int argc, char **argv)
         usage(stderr);
         free(o.paths);
         return 2;
+    }
+    if (argc > 1 && !strcmp(argv[1], "diff")) {
+        rc = cmd_diff(&o);
+        free(o.paths);
+        return rc;
     }
     int failed = read_all(&o, &t);
     if (t.nprocs == 0) {

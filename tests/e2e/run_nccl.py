@@ -27,13 +27,14 @@ STEPS, COUNT = 5, 65536  # 256 KiB of floats per all-reduce
 NIC_GBPS, NVLINK_GBPS = 0.0008, 0.00005
 
 
-def slow_topology(tmp):
+def slow_topology(tmp, scale=1):
+    """The test topology with links slowed to NIC_GBPS and NVLINK_GBPS (times scale)."""
     path = os.path.join(tmp, "slow.topo")
     with open(base.TOPO) as f, open(path, "w") as out:
         for line in f:
             if line.startswith("nic "):
-                line = line.replace(" rate 400 ", " rate %g " % NIC_GBPS)
-            line = line.replace("nvlink_gbps 25", "nvlink_gbps %g" % NVLINK_GBPS)
+                line = line.replace(" rate 400 ", " rate %g " % (NIC_GBPS * scale))
+            line = line.replace("nvlink_gbps 25", "nvlink_gbps %g" % (NVLINK_GBPS * scale))
             line = line.replace("latency_us 2", "latency_us 0")
             out.write(line)
     return path
@@ -41,8 +42,8 @@ def slow_topology(tmp):
 
 def job(tmp, trace=True, sim_args=(), want_rc=0, program=None, steps=STEPS, slow_links=False,
         **env_extra):
-    """Run ddp_loop over 2 x 8 simulated ranks, at real link rates unless slow_links; (analysis or
-    None, truth {rank: {(comm, op): (calls, bytes)}})."""
+    """Run ddp_loop over 2 x 8 simulated ranks, at real link rates unless slow_links (a number:
+    the slow rates times it); (analysis or None, truth {rank: {(comm, op): (calls, bytes)}})."""
     if os.geteuid() != 0:
         raise Skip("simulated nodes need their own hostnames (unshare --uts as root)")
     oob = os.path.join(tmp, "oob")
@@ -53,7 +54,7 @@ def job(tmp, trace=True, sim_args=(), want_rc=0, program=None, steps=STEPS, slow
         env.pop(k, None)
     env.update({k: str(v) for k, v in env_extra.items()})
     cmd = [os.path.join(BUILD, "bin", "icx-sim"), "--out", tmp, "--topology",
-           slow_topology(tmp) if slow_links else base.TOPO]
+           slow_topology(tmp, slow_links) if slow_links else base.TOPO]
     cmd += list(sim_args)
     if not trace:
         cmd.append("--no-trace")
@@ -271,6 +272,55 @@ def test_perfetto_timeline():
               (os.path.getsize(cut_path), err))
         _, p = base.analyze([traces, "--perfetto", cut_path, "--window", "5:1"], check_rc=False)
         check(p.returncode == 2 and "--window 5:1" in p.stderr, "bad window: rc %d %s"
+              % (p.returncode, p.stderr))
+
+
+def diff(a, b):
+    """icx-analyze diff --json A B -> the document."""
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    p = subprocess.run([base.ANALYZE, "diff", "--json", a, b], capture_output=True, text=True,
+                       timeout=120, env=env)
+    check(p.returncode == 0, "diff exited %d: %s" % (p.returncode, p.stderr[-1500:]))
+    return json.loads(p.stdout)
+
+
+def test_diff_headlines():
+    """icx-analyze diff of a clean 16-rank job against the same job with one fault names the
+    fault in its headline: a slow rank (rank 5, 60 ms), a misplaced rank (rank 3 bound to the
+    other NUMA node's CPUs), and, at slowed links where the network sets the pace, a slow NIC
+    (simnode1's mlx5_3 at a quarter rate) together with the world collectives' busbw loss.  A
+    second clean run against the first names no cause, and a bad invocation is refused."""
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = {}
+        for name, args, slow in (("clean", (), False), ("clean2", (), False),
+                                 ("slow_rank", ("--slow-rank", "5:60"), False),
+                                 ("misplaced", ("--misplace-cpu", "3"), False),
+                                 ("clean_slow", (), 10),
+                                 ("slow_nic", ("--slow-nic", "1:mlx5_3"), 10)):
+            d = os.path.join(tmp, name)
+            os.makedirs(d)
+            job(d, sim_args=args, slow_links=slow, steps=10 if slow else STEPS)
+            runs[name] = os.path.join(d, "traces")
+        h = diff(runs["clean"], runs["slow_rank"])["headline"]
+        check("rank 5 (simnode0)" in h and "straggler" in h and "waited" in h, "slow rank: %s" % h)
+        h = diff(runs["clean"], runs["misplaced"])["headline"]
+        check("rank 3 moved" in h and "NUMA node" in h and "numa_misaffinity" in h,
+              "misplaced rank: %s" % h)
+        d = diff(runs["clean_slow"], runs["slow_nic"])
+        h = d["headline"]
+        check("simnode1 mlx5_3 runs at" in h and h.startswith("world") and "busbw -" in h,
+              "slow NIC: %s" % h)
+        world = [c for c in d["collectives"] if c["communicator"] == "world" and c["significant"]]
+        check(world and all(c["busbw_change_pct"] < -50 for c in world),
+              "slow NIC: world collectives %s" % world)
+        h = diff(runs["clean"], runs["clean2"])["headline"]
+        check("new " not in h and "moved" not in h and "slower" not in h, "clean runs: %s" % h)
+        env = dict(os.environ)
+        env.pop("LD_PRELOAD", None)
+        p = subprocess.run([base.ANALYZE, "diff", runs["clean"]], capture_output=True, text=True,
+                           env=env)
+        check(p.returncode == 2 and "two runs" in p.stderr, "one run: %d %s"
               % (p.returncode, p.stderr))
 
 
