@@ -26,4 +26,7 @@ int icx_timeline_ranks_valid(const char *list);
 int icx_export_perfetto(FILE *out, const struct icx_analysis *A, const struct icx_timeline_opts *o,
                         struct icx_timeline_stats *st);
 
+/* The HTML report (export_html.c, docs/HTML.md): 0, or -1 when writing failed. */
+int icx_export_html(FILE *out, const struct icx_analysis *A);
+
 #endif

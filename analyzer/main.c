@@ -15,6 +15,7 @@ struct icx_opts {
     int json;
     const char *output;
     const char *perfetto; /* --perfetto FILE */
+    const char *html;     /* --html FILE */
     struct icx_timeline_opts tl;
     int npaths;
     char **paths;
@@ -24,7 +25,8 @@ static void usage(FILE *out)
 {
     fprintf(
         out,
-        "usage: icx-analyze [COMMAND] [--json] [-o FILE] [--perfetto FILE] TRACE|DIR...\n"
+        "usage: icx-analyze [COMMAND] [--json] [-o FILE] [--html FILE] [--perfetto FILE] "
+        "TRACE|DIR...\n"
         "\n"
         "commands:\n"
         "  analyze    per-link peer-copy report with utilization and imbalance (default)\n"
@@ -34,6 +36,9 @@ static void usage(FILE *out)
         "\n"
         "TRACE is an icxtrace file (*.icx.zst, possibly several concatenated); DIR is read for\n"
         "every *.icx.zst inside.  --json prints the document described in docs/JSON.md.\n"
+        "\n"
+        "  --html FILE          also write the HTML report: one self-contained page "
+        "(docs/HTML.md)\n"
         "\n"
         "timeline (docs/TIMELINE.md):\n"
         "  --perfetto FILE      also write the job as a timeline for ui.perfetto.dev\n"
@@ -75,6 +80,8 @@ static int parse_opts(int argc, char **argv, struct icx_opts *o)
             o->output = argv[++i];
         else if (!strcmp(argv[i], "--perfetto") && i + 1 < argc)
             o->perfetto = argv[++i];
+        else if (!strcmp(argv[i], "--html") && i + 1 < argc)
+            o->html = argv[++i];
         else if (!strcmp(argv[i], "--ranks") && i + 1 < argc) {
             o->tl.ranks = argv[++i];
             if (!icx_timeline_ranks_valid(o->tl.ranks)) {
@@ -147,6 +154,23 @@ static int write_timeline(const struct icx_opts *o, const struct icx_analysis *A
     return 0;
 }
 
+/* Write the HTML report to path: 0, or -1 after a message. */
+static int write_html(const char *path, const struct icx_analysis *A)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "icx-analyze: %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    int rc = icx_export_html(f, A);
+    if (fclose(f) != 0 || rc != 0) {
+        fprintf(stderr, "icx-analyze: %s: the HTML report could not be written\n", path);
+        return -1;
+    }
+    fprintf(stderr, "icx-analyze: HTML report %s (one file, opens offline)\n", path);
+    return 0;
+}
+
 static int cmd_analyze(FILE *out, const struct icx_opts *o, const struct icx_trace *t)
 {
     struct icx_analysis A = {.t = t};
@@ -154,6 +178,8 @@ static int cmd_analyze(FILE *out, const struct icx_opts *o, const struct icx_tra
     if (rc == 0) {
         icx_reports_write(out, o->json, "analyze", &A, icx_reports, icx_nreports);
         if (o->perfetto && write_timeline(o, &A) != 0)
+            rc = -1;
+        if (o->html && write_html(o->html, &A) != 0)
             rc = -1;
     }
     icx_analysis_free(&A, icx_reports, icx_nreports);

@@ -45,7 +45,8 @@ echo "  $(grep -c 'results correct' "$job/stdout") of 16 ranks: every collective
 echo
 echo "\$ icx-analyze $job/traces   (NCCL part)"
 "$BUILD/bin/icx-analyze" "$job/traces" | sed -n '/^NCCL per communicator/,$p'
-"$BUILD/bin/icx-analyze" --json --perfetto "$job/timeline.json" "$job/traces" >"$job/report.json"
+"$BUILD/bin/icx-analyze" --json --perfetto "$job/timeline.json" --html "$job/report.html" \
+    "$job/traces" >"$job/report.json" 2>/dev/null
 python3 tests/e2e/timeline_check.py "$job/timeline.json" >/dev/null
 python3 - "$job/report.json" "$job/truth.json" <<'PY'
 import json, sys
@@ -60,4 +61,5 @@ sys.exit(0 if ok else 1)
 PY
 echo "job traces and report kept in $job"
 echo
+echo "HTML report (one file, opens offline; docs/HTML.md): $job/report.html"
 echo "timeline, to drop into https://ui.perfetto.dev (the file stays in the browser): $job/timeline.json"

@@ -6,14 +6,15 @@
 #   install-deps.sh      what the build needs (missing and not root: fails)
 #   install-deps.sh test what the tests need beyond the build: the verbs VM (tests/rxe/vm.sh:
 #                        Debian's kernel with rdma_rxe, qemu, busybox, perftest, the rxe
-#                        provider) and clang-format for the style check; missing and not root:
+#                        provider), clang-format for the style check and chromium to render the
+#                        HTML report; missing and not root:
 #                        named, and those tests skip saying so ("vm" is the old name)
 set -u
 vm=${1:-}
 [ "$vm" = test ] && vm=vm
 if [ "$vm" = vm ]; then
     PKGS="qemu-system-x86 linux-image-amd64 busybox-static perftest ibverbs-providers ibverbs-utils
-          iproute2 kmod cpio gzip clang-format"
+          iproute2 kmod cpio gzip clang-format chromium"
 else
     PKGS="libzstd-dev libibverbs-dev libunwind-dev zstd python3 make gcc"
 fi
@@ -35,7 +36,7 @@ if [ -n "$missing" ]; then
     else
         echo "icxtrace: missing Debian packages: $missing" >&2
         echo "icxtrace: install them with: sudo apt-get install $missing" >&2
-        [ "$vm" = vm ] && { echo "icxtrace: the verbs VM test and the style check will be skipped" >&2; exit 0; }
+        [ "$vm" = vm ] && { echo "icxtrace: the verbs VM test, the style check and the HTML rendering will be skipped" >&2; exit 0; }
         exit 1
     fi
 fi

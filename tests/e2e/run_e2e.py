@@ -195,6 +195,36 @@ def test_exact_links_all_timed():
         check(got == {k: b for k, (b, _) in truth.items()}, "timeline bytes %s" % got)
 
 
+def test_html_escapes_trace_strings():
+    """A trace is untrusted input: a host name and a command line carrying <script>, quotes and
+    an ampersand render as text in the HTML report -- the page keeps exactly its own script and
+    shows the planted strings escaped."""
+    if os.geteuid() != 0:
+        raise Skip("a host name of its own needs unshare --uts (root)")
+    import html_check
+    evil_host = '<script>alert("h")</script>\'&'
+    evil_arg = '"><script>alert(\'c\')</script><img src=x onerror=alert(1)>'
+    with tempfile.TemporaryDirectory() as tmp:
+        truth = os.path.join(tmp, "truth")
+        code = "import os, socket, sys; socket.sethostname(sys.argv[1]); os.execv(sys.argv[2], sys.argv[2:])"
+        run(["unshare", "--uts", sys.executable, "-c", code, evil_host,
+             os.path.join(TESTS, "peer_copies"), truth, evil_arg], env_for(tmp, ICX_GPU_TIMING="all"),
+            check_rc=False)
+        page = os.path.join(tmp, "r.html")
+        analyze([os.path.join(tmp, "trace.icx.zst"), "--html", page])
+        text = open(page, encoding="utf-8").read()
+        check(not html_check.static_problems(text), "page: %s" % html_check.static_problems(text))
+        esc_host = "&lt;script&gt;alert(&quot;h&quot;)&lt;/script&gt;&#39;&amp;"
+        check(esc_host in text, "host name not shown escaped")
+        check("&quot;&gt;&lt;script&gt;alert(&#39;c&#39;)&lt;/script&gt;&lt;img src=x" in text,
+              "command line not shown escaped")
+        check("<img" not in text and "onerror=alert" not in text.replace("onerror=alert(1)&gt;", ""),
+              "planted markup reached the page")
+        if html_check.chromium():
+            problems, _ = html_check.render(page, os.path.join(tmp, "r.png"), height=1200)
+            check(not problems, "rendered: %s" % problems)
+
+
 def test_exact_links_default_sampling():
     """Default mode (GPU timing sampled): bytes and ops still exact; some copies GPU-timed."""
     with tempfile.TemporaryDirectory() as tmp:

@@ -275,6 +275,53 @@ def test_perfetto_timeline():
               % (p.returncode, p.stderr))
 
 
+def test_html_report():
+    """--html on the 16-rank job with rank 5 60 ms slow and rank 3 sent through mlx5_6 (another
+    rail): one self-contained page (nothing fetched, only its own script, inline SVG) whose
+    findings name both, linked to their charts; rank 5's row of the world communicator's arrival
+    heatmap is the late one (about 60 ms in every instance, the others near 0); rank 3 is marked
+    MISALIGNED with its cell outlined in the path-class map.  Rendered in headless Chromium (when
+    installed): no console error, not blank; a page with a script error is caught (the check can
+    fail)."""
+    import html_check
+    import re
+    with tempfile.TemporaryDirectory() as tmp:
+        job(tmp, sim_args=("--slow-rank", "5:60", "--hca", "3:mlx5_6"))
+        page = os.path.join(tmp, "r.html")
+        _, p = base.analyze([os.path.join(tmp, "traces"), "--html", page])
+        check("HTML report" in p.stderr, "stderr: %s" % p.stderr)
+        text = open(page, encoding="utf-8").read()
+        check(not html_check.static_problems(text), "page: %s" % html_check.static_problems(text))
+        check("<b>straggler</b> on simnode0, rank 5" in text and 'href="#lateness"' in text and
+              "<b>rail_misalignment</b> on simnode0, rank 3" in text and 'href="#paths"' in text,
+              "findings section")
+        check("simulated</b> hardware" in text, "no simulated-hardware banner")
+        late = {}
+        for row, ms in re.findall("<title>(rank \\d+ \\(global \\d+, simnode\\d\\)) \u2192 "
+                                  "(?:AllReduce|Broadcast|ReduceScatter) #\\d+: ([0-9.e+-]+) ms",
+                                  text):
+            late.setdefault(row, []).append(float(ms))
+        r5 = late.get("rank 5 (global 5, simnode0)", [])
+        others = [v for k, vs in late.items() if not k.startswith("rank 5 ") for v in vs]
+        check(len(r5) >= 3 * STEPS and min(r5) > 40 and others and
+              sorted(others)[len(others) // 2] < 10,
+              "lateness cells: rank 5 %s, others' median %s" %
+              (r5, sorted(others)[len(others) // 2] if others else None))
+        check(re.search(r"GPU 0000:[0-9a-f:.]+ rank 3 MISALIGNED", text) and 'class="mark"' in text,
+              "rank 3 not marked in the path map")
+        if not html_check.chromium():
+            raise Skip("chromium not installed (tools/install-deps.sh test installs it): static "
+                       "checks passed, not rendered")
+        problems, _ = html_check.render(page, os.path.join(tmp, "r.png"))
+        check(not problems, "rendered: %s" % problems)
+        bad = os.path.join(tmp, "bad.html")
+        with open(bad, "w") as f:
+            f.write("<!DOCTYPE html><html><body><p>x</p><script>no_such_function()</script>"
+                    "</body></html>")
+        problems, _ = html_check.render(bad, os.path.join(tmp, "bad.png"), height=300)
+        check(any("console" in x for x in problems), "a script error was not caught: %s" % problems)
+
+
 def diff(a, b):
     """icx-analyze diff --json A B -> the document."""
     env = dict(os.environ)
