@@ -7,12 +7,15 @@
  * the others), the rest after them; the headline joins the collective that lost the most time to
  * the likeliest cause among what changed: a finding that appeared, a NIC that runs slower, a rank
  * that arrives later, a rank that moved. */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "diff.h"
+#include "export.h"
+#include "html_svg.h"
 #include "nccl_model.h"
 #include "report_links.h"
 #include "verbs_model.h"
@@ -216,7 +219,7 @@ struct diff {
     size_t nn;
     struct rrow *r;
     size_t nr;
-    char headline[700];
+    char headline[1024]; /* perf (300) + ": " + why (600) */
 };
 
 static int crow_cmp(const void *x, const void *y)
@@ -567,6 +570,88 @@ static void print_json(FILE *out, const struct diff *D)
     fputc('\n', out);
 }
 
+/* The diff as a section of the new run's HTML page: the headline, then what changed. */
+static void html_section(FILE *out, const void *arg)
+{
+    const struct diff *D = arg;
+    char a[32], b[32];
+    fputs("<h2 id=\"diff\">What changed since the base run</h2>\n<p class=\"finding\"><b>", out);
+    icx_html_esc(out, D->headline);
+    fputs("</b></p>\n<p>Significant: instance times differ by a rank-sum test (p &lt; 0.001) "
+          "and their medians by 10 % or more (docs/DIFF.md).</p>\n<table class=\"sort\"><thead>"
+          "<tr><th>communicator</th><th>op</th><th>time base s</th><th>time new s</th><th>busbw "
+          "base</th><th>busbw new</th><th>change %</th><th>p</th><th>significant</th></tr>"
+          "</thead><tbody>\n",
+          out);
+    for (size_t i = 0; i < D->nc; i++) {
+        const struct crow *c = &D->c[i];
+        icx_html_value(a, sizeof(a), c->b ? c->b->busbw : NAN, "B/s");
+        icx_html_value(b, sizeof(b), c->n->busbw, "B/s");
+        fputs("<tr><td>", out);
+        icx_html_esc(out, c->label);
+        fprintf(out,
+                "</td><td>%s</td><td class=\"n\">%.4f</td><td class=\"n\">%.4f</td><td "
+                "class=\"n\">%s</td><td class=\"n\">%s</td><td class=\"n\">%+.0f</td><td "
+                "class=\"n\">%.1e</td><td>%s</td></tr>\n",
+                icx_nccl_op_names[c->op], c->tb, c->tn, a, b,
+                c->b ? pct(c->b->busbw, c->n->busbw) : NAN, c->p, c->significant ? "yes" : "");
+    }
+    fputs("</tbody></table>\n<table class=\"sort\"><thead><tr><th>host</th><th>NIC</th><th>rate "
+          "change %</th><th>port Gb/s base</th><th>port Gb/s new</th></tr></thead><tbody>\n",
+          out);
+    for (size_t i = 0; i < D->nn; i++) {
+        const struct nrow *x = &D->nic[i];
+        if (!x->b || (fabs(x->change) < 0.1 && x->b->port_rate_mbps == x->n->port_rate_mbps))
+            continue;
+        fputs("<tr><td>", out);
+        icx_html_esc(out, x->n->host);
+        fputs("</td><td>", out);
+        icx_html_esc(out, x->n->name);
+        fprintf(out,
+                "</td><td class=\"n\">%+.0f</td><td class=\"n\">%.0f</td><td "
+                "class=\"n\">%.0f</td></tr>\n",
+                100 * x->change, x->b->port_rate_mbps / 1e3, x->n->port_rate_mbps / 1e3);
+    }
+    fputs("</tbody></table>\n<ul>\n", out);
+    const struct icx_findings *Fb = &D->b.A->findings, *Fn = &D->n.A->findings;
+    for (int gone = 0; gone < 2; gone++) {
+        const struct icx_findings *X = gone ? Fb : Fn, *Y = gone ? Fn : Fb;
+        for (size_t i = 0; i < X->n; i++)
+            if (!has_finding(Y, &X->v[i])) {
+                fprintf(out, "<li>%s <b>", gone ? "gone:" : "new:");
+                icx_html_esc(out, X->v[i].kind);
+                fputs("</b> ", out);
+                icx_html_esc(out, X->v[i].evidence);
+                fputs("</li>\n", out);
+            }
+    }
+    for (size_t i = 0; i < D->nr; i++)
+        if (*D->r[i].where_b && strcmp(D->r[i].where_b, D->r[i].where_n)) {
+            fprintf(out, "<li>rank %d moved: ", D->r[i].rank);
+            icx_html_esc(out, D->r[i].where_n);
+            fputs(" (was ", out);
+            icx_html_esc(out, D->r[i].where_b);
+            fputs(")</li>\n", out);
+        }
+    fputs("</ul>\n", out);
+}
+
+static int write_html(const char *path, const struct diff *D)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "icx-analyze: %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    int rc = icx_export_html_with(f, D->n.A, html_section, D);
+    if (fclose(f) != 0 || rc != 0) {
+        fprintf(stderr, "icx-analyze: %s: the HTML report could not be written\n", path);
+        return -1;
+    }
+    fprintf(stderr, "icx-analyze: HTML report %s (the new run, the diff on top)\n", path);
+    return 0;
+}
+
 static void side_init(struct side *S, const struct icx_trace *t, const struct icx_analysis *A)
 {
     S->t = t;
@@ -582,7 +667,8 @@ static void side_init(struct side *S, const struct icx_trace *t, const struct ic
     }
 }
 
-int icx_diff(FILE *out, int json, const struct icx_trace *base, const struct icx_trace *next)
+int icx_diff(FILE *out, int json, const char *html, const struct icx_trace *base,
+             const struct icx_trace *next)
 {
     struct icx_analysis Ab = {.t = base}, An = {.t = next};
     int rc = icx_analysis_compute(&Ab, icx_reports, icx_nreports);
@@ -603,6 +689,8 @@ int icx_diff(FILE *out, int json, const struct icx_trace *base, const struct icx
                 print_json(out, &D);
             else
                 print_text(out, &D);
+            if (html && write_html(html, &D) != 0)
+                rc = -1;
         }
     }
     free(D.c);

@@ -7,7 +7,9 @@
 #include "analysis.h"
 
 /* Analyze both runs, then write what changed from base to next, headline first: text, or (json)
- * the document of docs/DIFF.md.  0, or -1 after a message (out of memory). */
-int icx_diff(FILE *out, int json, const struct icx_trace *base, const struct icx_trace *next);
+ * the document of docs/DIFF.md; with html, also the new run's HTML report with the diff as its
+ * first section there.  0, or -1 after a message (out of memory, html not writable). */
+int icx_diff(FILE *out, int json, const char *html, const struct icx_trace *base,
+             const struct icx_trace *next);
 
 #endif

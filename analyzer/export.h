@@ -28,5 +28,8 @@ int icx_export_perfetto(FILE *out, const struct icx_analysis *A, const struct ic
 
 /* The HTML report (export_html.c, docs/HTML.md): 0, or -1 when writing failed. */
 int icx_export_html(FILE *out, const struct icx_analysis *A);
+/* The same with section(out, arg) written after the job's summary (icx-analyze diff --html). */
+int icx_export_html_with(FILE *out, const struct icx_analysis *A,
+                         void (*section)(FILE *out, const void *arg), const void *arg);
 
 #endif

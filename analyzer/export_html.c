@@ -474,9 +474,17 @@ static void paths(FILE *out, const struct icx_analysis *A, struct icx_labels *L)
 
 int icx_export_html(FILE *out, const struct icx_analysis *A)
 {
+    return icx_export_html_with(out, A, NULL, NULL);
+}
+
+int icx_export_html_with(FILE *out, const struct icx_analysis *A,
+                         void (*section)(FILE *out, const void *arg), const void *arg)
+{
     struct icx_labels L = {0};
     head(out, A->t);
     job(out, A->t);
+    if (section)
+        section(out, arg);
     findings(out, A);
     icx_html_nccl(out, A, &L);
     gpu_heatmaps(out, A, &L);

@@ -51,6 +51,10 @@ void icx_html_value(char *buf, size_t n, double v, const char *unit)
 {
     static const char *const pre[] = {"", "k", "M", "G", "T", "P"};
     int k = 0;
+    if (!isfinite(v)) {
+        snprintf(buf, n, "\xe2\x80\x93"); /* no value */
+        return;
+    }
     double a = fabs(v);
     if (!strcmp(unit, "B") || !strcmp(unit, "B/s") || !strcmp(unit, "b/s"))
         while (a >= 1000 && k < 5) {

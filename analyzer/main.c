@@ -31,8 +31,9 @@ static void usage(FILE *out)
         "commands:\n"
         "  analyze    per-link peer-copy report with utilization and imbalance (default)\n"
         "  summarize  processes, completeness, lost events and notes only\n"
-        "  diff       diff [--json] BASE NEW: what changed between two runs of a job, headline\n"
-        "             first (BASE, NEW: a trace or a directory each; docs/DIFF.md)\n"
+        "  diff       diff [--json] [--html FILE] BASE NEW: what changed between two runs of a\n"
+        "             job, headline first (BASE, NEW: a trace or a directory each; --html:\n"
+        "             the new run's page with the diff on top; docs/DIFF.md)\n"
         "\n"
         "TRACE is an icxtrace file (*.icx.zst, possibly several concatenated); DIR is read for\n"
         "every *.icx.zst inside.  --json prints the document described in docs/JSON.md.\n"
@@ -210,7 +211,7 @@ static int cmd_diff(const struct icx_opts *o)
             fprintf(stderr, "icx-analyze: %s: %s\n", o->output, strerror(errno));
             out = stdout;
             rc = 1;
-        } else if (icx_diff(out, o->json, &t[0], &t[1]) != 0)
+        } else if (icx_diff(out, o->json, o->html, &t[0], &t[1]) != 0)
             rc = 1;
         if (fflush(out) != 0 || ferror(out)) {
             fprintf(stderr, "icx-analyze: error writing the diff: %s\n", strerror(errno));

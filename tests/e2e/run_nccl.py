@@ -358,6 +358,18 @@ def test_diff_headlines():
         h = d["headline"]
         check("simnode1 mlx5_3 runs at" in h and h.startswith("world") and "busbw -" in h,
               "slow NIC: %s" % h)
+        page = os.path.join(tmp, "diff.html")
+        env = dict(os.environ)
+        env.pop("LD_PRELOAD", None)
+        p = subprocess.run([base.ANALYZE, "diff", "--html", page, runs["clean_slow"],
+                            runs["slow_nic"]], capture_output=True, text=True, env=env)
+        import html_check
+        text = open(page, encoding="utf-8").read() if p.returncode == 0 else ""
+        check(p.returncode == 0 and not html_check.static_problems(text) and
+              'id="diff"' in text and "simnode1 mlx5_3 runs at" in text and
+              text.index('id="diff"') < text.index('id="findings"'),
+              "diff --html: rc %d %s %s" % (p.returncode, p.stderr[-500:],
+                                            html_check.static_problems(text)))
         world = [c for c in d["collectives"] if c["communicator"] == "world" and c["significant"]]
         check(world and all(c["busbw_change_pct"] < -50 for c in world),
               "slow NIC: world collectives %s" % world)
