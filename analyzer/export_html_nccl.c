@@ -216,31 +216,31 @@ static void hang(FILE *out, const struct icx_analysis *A)
         fprintf(out,
                 "<h3>Communicator %016llx: %d ranks wait in %s #%llu, %d never issued it</h3>\n"
                 "<table class=\"sort\"><thead><tr><th>rank</th><th>host</th><th>last sequence "
-                "number entered</th><th>returned from it</th></tr></thead><tbody>\n",
+                "number it entered here</th><th>state</th></tr></thead><tbody>\n",
                 (unsigned long long)x->id, x->stuck.nwaiting, icx_nccl_op_names[x->stuck.op],
                 (unsigned long long)x->stuck.seq, x->stuck.nmissing);
         for (size_t q = 0; q < t->nprocs; q++) {
             const struct icx_proc *p = t->procs[q];
             long long last = -1;
-            int returned = 0, rank = -1;
+            int rank = -1;
             for (size_t k = 0; k < p->nncalls; k++) {
                 const struct icx_rd_ncall *call = &p->ncalls[k];
                 const struct icx_rd_ncomm *cm = icx_nccl_comm_of(p, call->comm, call->t_enter);
                 if (!cm || cm->comm_id != x->id || icx_nccl_op_of(call->api) >= 10)
                     continue;
                 rank = cm->rank;
-                if ((long long)call->seq >= last) {
-                    returned =
-                        call->seq == (uint64_t)last ? returned || !call->pending : !call->pending;
-                    last = (long long)call->seq;
-                }
+                last = (long long)call->seq > last ? (long long)call->seq : last;
             }
             if (rank < 0)
                 continue;
+            const char *state = "";
+            for (int w = 0; w < x->stuck.nwaiting; w++)
+                state = x->stuck.waiting[w] == rank ? "waiting in it" : state;
+            for (int w = 0; w < x->stuck.nmissing; w++)
+                state = x->stuck.missing[w] == rank ? "NEVER ISSUED IT" : state;
             fprintf(out, "<tr><td class=\"n\">%d</td><td>", rank);
             E(p->host);
-            fprintf(out, "</td><td class=\"n\">%lld</td><td>%s</td></tr>\n", last,
-                    returned ? "yes" : "no: waiting in it");
+            fprintf(out, "</td><td class=\"n\">%lld</td><td>%s</td></tr>\n", last, state);
         }
         fputs("</tbody></table>\n", out);
     }
@@ -263,8 +263,12 @@ static void counter_chart(FILE *out, const struct icx_proc *p, int nic, const ch
     double *buf[64];
     int ns = 0;
     double t0 = INFINITY;
-    for (size_t k = 0; k < p->ncsamples; k++)
+    int util = nic; /* IB ports carry their rate: utilization where every sample has it */
+    for (size_t k = 0; k < p->ncsamples; k++) {
         t0 = fmin(t0, p->csamples[k].t);
+        if (p->csamples[k].nic == nic && !p->csamples[k].rate_mbps)
+            util = 0;
+    }
     for (size_t k = 0; k < p->ncsamples && ns < 64; k++) {
         const struct icx_counter_sample *x = &p->csamples[k];
         int known = x->nic != nic;
@@ -286,7 +290,8 @@ static void counter_chart(FILE *out, const struct icx_proc *p, int nic, const ch
                 continue;
             if (prev && y->t > prev->t && y->tx >= prev->tx) {
                 buf[ns][o] = y->t - t0;
-                buf[ns][m + 1 + o] = (double)(y->tx - prev->tx) / (y->t - prev->t);
+                double rate = (double)(y->tx - prev->tx) / (y->t - prev->t);
+                buf[ns][m + 1 + o] = util ? 100 * rate / (y->rate_mbps * 1e6 / 8) : rate;
                 o++;
             }
             prev = y;
@@ -295,8 +300,11 @@ static void counter_chart(FILE *out, const struct icx_proc *p, int nic, const ch
         ns++;
     }
     if (ns) {
-        icx_html_h3(out, p->host, title);
-        struct icx_lines L = {"B/s", s, ns};
+        icx_html_h3(out, p->host,
+                    util ? ": InfiniBand / RoCE transmit utilization per port, % "
+                           "of its rate (hardware counters)"
+                         : title);
+        struct icx_lines L = {util ? "%" : "B/s", s, ns};
         icx_html_lines(out, &L);
     }
     for (int z = 0; z < ns; z++)

@@ -473,6 +473,20 @@ def test_nccl_hang_postmortem():
               and sorted(st["waiting_ranks"]) == [r for r in range(16) if r != 11]
               and st["waiting_on_gpu"] == 15, "stuck %s" % st)
         check(len(doc["findings"]) == 1, "other findings: %s" % doc["findings"])
+        # the HTML report's hang section: how far each rank got in the world communicator
+        import re
+        page = os.path.join(tmp, "r.html")
+        base.analyze([os.path.join(tmp, "traces"), "--html", page])
+        text = open(page, encoding="utf-8").read()
+        sec = text[text.index('id="hang"'):text.index('id="gpus"')]
+        check("15 ranks wait in AllReduce #7, 1 never issued it" in sec, "hang heading: %s"
+              % sec[:400])
+        rows = re.findall(r'<tr><td class="n">(\d+)</td><td>simnode\d</td><td class="n">(-?\d+)'
+                          r'</td><td>([^<]*)</td></tr>', sec)
+        world = rows[:16] if len(rows) >= 16 else rows
+        state = {int(r): s for r, _, s in world}
+        check(len(world) == 16 and state.get(11) == "NEVER ISSUED IT" and
+              sum(s == "waiting in it" for s in state.values()) == 15, "hang rows %s" % world)
 
 
 def test_nccl_hang_postmortem_sigkill():
