@@ -24,6 +24,8 @@ struct side {
     const struct icx_trace *t;
     const struct icx_analysis *A;
     int ranks, hosts;
+    double *waits; /* per complete collective instance: sum over ranks of (last arrival - own) */
+    size_t nwaits;
 };
 
 /* A communicator's members' world ranks, "0-15" style, with its size: its identity across runs. */
@@ -220,6 +222,7 @@ struct diff {
     struct rrow *r;
     size_t nr;
     char headline[1024]; /* perf (300) + ": " + why (600) */
+    double wait_p;       /* rank-sum test of the instances' waits */
 };
 
 static int crow_cmp(const void *x, const void *y)
@@ -374,22 +377,34 @@ static void headline(struct diff *D)
 {
     char why[600];
     cause(D, why, sizeof(why));
-    const struct crow *c = NULL; /* the significant change of most effect */
-    for (size_t x = 0; x < D->nc && !c; x++)
-        c = D->c[x].significant ? &D->c[x] : NULL;
-    int big = c != NULL;
-    double wb = 0, wn = 0; /* the ranks' waits for late arrivals, over all communicators */
-    for (size_t x = 0; x < D->nr; x++) {
-        wb += isfinite(D->r[x].imposed_b) ? D->r[x].imposed_b : 0;
-        wn += D->r[x].imposed_n;
+    /* The significant change that cost the most time; a slowdown before any speed-up, since the
+     * headline explains why a run got slower. */
+    const struct crow *c = NULL;
+    for (size_t x = 0; x < D->nc; x++) {
+        const struct crow *y = &D->c[x];
+        if (y->significant &&
+            (!c || (y->effect > 0 && c->effect <= 0) ||
+             ((y->effect > 0) == (c->effect > 0) && fabs(y->effect) > fabs(c->effect))))
+            c = y;
     }
-    /* a sum, with no spread to test against: at least half the base and 10 ms per rank */
-    int wait = fabs(wn - wb) >= 0.01 * D->n.ranks && fabs(wn - wb) >= 0.5 * wb &&
-               (!big || fabs(wn - wb) > fabs(c->effect));
+    int big = c != NULL;
+    /* The ranks' waits for late arrivals, per instance, tested like an op's times. */
+    double wb = 0, wn = 0;
+    for (size_t x = 0; x < D->b.nwaits; x++)
+        wb += D->b.waits[x];
+    for (size_t x = 0; x < D->n.nwaits; x++)
+        wn += D->n.waits[x];
+    double mb = median_of(D->b.waits, D->b.nwaits), mn = median_of(D->n.waits, D->n.nwaits);
+    D->wait_p = rank_sum_p(D->b.waits, D->b.nwaits, D->n.waits, D->n.nwaits);
+    int wait = D->wait_p < ICX_DIFF_ALPHA && fabs(mn - mb) >= 1e-3 &&
+               fabs(mn - mb) >= 0.1 * fmax(mb, mn) &&
+               (!big || (wn - wb > 0 && c->effect <= 0) ||
+                ((wn - wb > 0) == (c->effect > 0) && fabs(wn - wb) > fabs(c->effect)));
     char perf[300] = "";
     if (wait) {
-        snprintf(perf, sizeof(perf), "time ranks waited for late ones %+.3f s (%.3f -> %.3f s)",
-                 wn - wb, wb, wn);
+        snprintf(perf, sizeof(perf),
+                 "time ranks waited for late ones %+.3f s (%.3f -> %.3f s, p = %.1e)", wn - wb, wb,
+                 wn, D->wait_p);
     } else if (big) {
         double bw = pct(c->b->busbw, c->n->busbw);
         if (isfinite(bw))
@@ -502,6 +517,15 @@ static void print_json(FILE *out, const struct diff *D)
         icx_json_end(&j);
         icx_json_end(&j);
     }
+    icx_json_obj(&j, "waits");
+    double w[2] = {0, 0};
+    for (int s = 0; s < 2; s++)
+        for (size_t x = 0; x < sides[s]->nwaits; x++)
+            w[s] += sides[s]->waits[x];
+    icx_json_num(&j, "base_s", w[0]);
+    icx_json_num(&j, "new_s", w[1]);
+    icx_json_num(&j, "p", D->wait_p);
+    icx_json_end(&j);
     icx_json_arr(&j, "collectives");
     for (size_t i = 0; i < D->nc; i++) {
         const struct crow *c = &D->c[i];
@@ -648,6 +672,39 @@ static int write_html(const char *path, const struct diff *D)
     return 0;
 }
 
+/* The waits of every complete collective instance, on the aligned clock. */
+static void side_waits(struct side *S)
+{
+    const struct icx_nccl *N = S->A->nccl;
+    size_t n = 0;
+    struct call *v = icx_nccl_collect(S->t, &n);
+    S->waits = calloc(n + 1, sizeof(double));
+    S->nwaits = 0;
+    if (!v || !S->waits || !N) {
+        free(v);
+        return;
+    }
+    for (size_t k = 0; k < n; k++)
+        for (size_t q = 0; q < N->nclk; q++)
+            if (N->clk[q].p == v[k].p)
+                v[k].enter -= N->clk[q].offset;
+    if (n)
+        qsort(v, n, sizeof(*v), icx_nccl_call_cmp);
+    for (size_t i = 0; i < n;) {
+        size_t j = icx_nccl_instance_end(v, n, i);
+        if (v[i].op < 8 && j - i == (size_t)v[i].nranks && j - i > 1) {
+            double last = -INFINITY, w = 0;
+            for (size_t k = i; k < j; k++)
+                last = fmax(last, v[k].enter);
+            for (size_t k = i; k < j; k++)
+                w += last - v[k].enter;
+            S->waits[S->nwaits++] = w;
+        }
+        i = j;
+    }
+    free(v);
+}
+
 static void side_init(struct side *S, const struct icx_trace *t, const struct icx_analysis *A)
 {
     S->t = t;
@@ -675,6 +732,8 @@ int icx_diff(FILE *out, int json, const char *html, const struct icx_trace *base
     if (rc == 0) {
         side_init(&D.b, base, &Ab);
         side_init(&D.n, next, &An);
+        side_waits(&D.b);
+        side_waits(&D.n);
         collect(&D);
         if (!D.c || !D.nic || !D.r) {
             fprintf(stderr, "icx-analyze: out of memory comparing the runs\n");
@@ -692,6 +751,8 @@ int icx_diff(FILE *out, int json, const char *html, const struct icx_trace *base
     free(D.c);
     free(D.nic);
     free(D.r);
+    free(D.b.waits);
+    free(D.n.waits);
     icx_analysis_free(&An, icx_reports, icx_nreports);
     icx_analysis_free(&Ab, icx_reports, icx_nreports);
     return rc;
