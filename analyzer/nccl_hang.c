@@ -138,6 +138,9 @@ void icx_nccl_hangs(const struct icx_trace *t, struct icx_nccl *N, struct icx_fi
                                 any ? any->t_enter + icx_nccl_wall_offset(p) - t0 : 0.0,
                                 end_of(p, end, sizeof(end)));
         }
+        int disagree = 0;
+        for (size_t k = 0; k < N->nmism; k++)
+            disagree |= N->mism[k].comm_id == c->id && N->mism[k].seq == s->seq;
         snprintf(
             ev, sizeof(ev),
             "%d of %d ranks wait in %s #%llu of communicator %016llx since "
@@ -147,6 +150,8 @@ void icx_nccl_hangs(const struct icx_trace *t, struct icx_nccl *N, struct icx_fi
             (unsigned long long)c->id, s->since, s->ongpu, s->nwaiting - s->ongpu - s->unknown,
             s->unknown,
             s->nmissing ? who
+            : disagree  ? "every traced rank entered it, but they disagree on the call (see the "
+                          "collective_mismatch finding)"
                         : "every traced rank entered it (an untraced rank or the "
                           "network is missing)");
         /* one finding per missing rank (its host and pid), or one for the communicator */

@@ -131,6 +131,10 @@ struct icx_nccl {
         double tx, rx;
     } * nics; /* per NIC the graph names, in order of first mention */
     size_t nnics;
+    struct mism {
+        uint64_t comm_id, seq;
+    } * mism; /* the first call each communicator's ranks disagree on (nccl_mismatch.c) */
+    size_t nmism;
 };
 
 /* nccl_model.c */
@@ -168,6 +172,8 @@ void icx_nccl_stragglers(struct icx_nccl *N, const struct call *v, size_t n,
                          struct icx_findings *F);                        /* nccl_straggler.c */
 void icx_nccl_route(struct icx_nccl *N, const struct call *v, size_t n); /* nccl_route.c */
 void icx_nccl_hangs(const struct icx_trace *t, struct icx_nccl *N, struct icx_findings *F);
+/* Ranks whose call #k of a communicator differs from the others' (nccl_mismatch.c). */
+void icx_nccl_mismatches(const struct icx_trace *t, struct icx_nccl *N, struct icx_findings *F);
 /* nccl_hang.c */
 struct icx_counters;
 /* Add to the GPUs' NVLink counter rows what NCCL's routing put on NVLink (nccl_route.c). */

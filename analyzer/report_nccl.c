@@ -46,6 +46,7 @@ static int nccl_compute(struct icx_analysis *A)
     icx_nccl_stragglers(N, v, n, &A->findings);
     icx_nccl_route(N, v, n);
     free(v);
+    icx_nccl_mismatches(A->t, N, &A->findings); /* before the hangs: it may explain one */
     icx_nccl_hangs(A->t, N, &A->findings);
     N->t = A->t;
     A->nccl = N;
@@ -374,6 +375,7 @@ static void nccl_free(struct icx_analysis *A)
     }
     free(N->v);
     free(N->clk);
+    free(N->mism);
     free(N->edges);
     free(N->nvl);
     free(N->nics);

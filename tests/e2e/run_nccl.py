@@ -493,6 +493,31 @@ def test_nccl_hang_postmortem():
               sum(s == "waiting in it" for s in state.values()) == 15, "hang rows %s" % world)
 
 
+def test_nccl_collective_mismatch():
+    """In step 2 rank 11 calls an all-gather where the others call the world all-reduce
+    (--mismatch 11:2:op), and, in a second job, the all-reduce with half the count (11:2:count);
+    the simulated NCCL hangs there as NCCL does and the job is killed (SIGTERM) after 8 s.  From
+    the traces: one collective_mismatch naming rank 11 with both sides' calls, and the hang of
+    call #7 explained by it -- no other finding (no straggler, no missing rank)."""
+    for kind, theirs in (("op", "AllGather(4096 x float32)"),
+                         ("count", "AllReduce(32768 x float32, sum)")):
+        with tempfile.TemporaryDirectory() as tmp:
+            doc, _ = job(tmp, sim_args=("--kill-after", "8", "--mismatch", "11:2:" + kind),
+                         want_rc=124)
+            truth = json.load(open(os.path.join(tmp, "truth.json")))
+            check(truth["mismatch"] == {"rank": 11, "step": 2, "kind": kind}, "truth %s" % truth)
+            mm = [f for f in doc["findings"] if f["kind"] == "collective_mismatch"]
+            check(len(mm) == 1 and mm[0]["ranks"] == [11], "%s: mismatch findings %s"
+                  % (kind, doc["findings"]))
+            ev = mm[0]["evidence"]
+            check("call #7" in ev and "rank 11 (global 11, simnode1) called " + theirs in ev and
+                  "the other 15 of the 16 ranks that reached it called AllReduce(65536 x float32, "
+                  "sum)" in ev, "%s: evidence %s" % (kind, ev))
+            hangs = [f for f in doc["findings"] if f["kind"] == "hang"]
+            check(len(hangs) == 1 and "disagree on the call" in hangs[0]["evidence"] and
+                  len(doc["findings"]) == 2, "%s: findings %s" % (kind, doc["findings"]))
+
+
 def test_nccl_hang_postmortem_sigkill():
     """The same hang, ended by SIGKILL: no final flush, so the traces stop at their last periodic
     frame and say nothing of unfinished GPU work.  Calls whose GPU span never arrived and that were

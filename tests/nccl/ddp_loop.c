@@ -17,7 +17,10 @@
  * Faults for tests: DDP_SLOW_RANK=R with DDP_SLOW_US=N makes rank R compute N us longer before
  * each step's collectives; DDP_JITTER_US=N makes every rank wait a random 0..N us before each
  * step (uniform, from a generator seeded by DDP_SEED and the rank); DDP_HANG_RANK=R with
- * DDP_HANG_STEP=S makes rank R stop (sleep forever) before step S.  Ground truth in DIR/truth-RANK:
+ * DDP_HANG_STEP=S makes rank R stop (sleep forever) before step S; DDP_MISMATCH_RANK=R with
+ * DDP_MISMATCH_STEP=S and DDP_MISMATCH=op|count makes rank R call, in step S, an all-gather where
+ * the others call the world all-reduce (op) or the all-reduce with half the count (count): the job
+ * hangs there, as with NCCL.  Ground truth in DIR/truth-RANK:
  * "<comm> <op> <calls> <bytes>" per op, bytes as nccl-tests count them (one rank's buffer:
  * all-gather its send part, reduce-scatter its receive part). */
 #include <cuda_runtime_api.h>
@@ -146,6 +149,8 @@ int main(int argc, char **argv)
     CK(cudaStreamCreate(&st));
     int bad = 0, slow = env_int("DDP_SLOW_RANK", -1), slow_us = env_int("DDP_SLOW_US", 0);
     int hang = env_int("DDP_HANG_RANK", -1), hang_step = env_int("DDP_HANG_STEP", -1);
+    int mm_rank = env_int("DDP_MISMATCH_RANK", -1), mm_step = env_int("DDP_MISMATCH_STEP", -1);
+    const char *mm = getenv("DDP_MISMATCH") ? getenv("DDP_MISMATCH") : "";
     int next = (rank + 1) % world, prev = (rank + world - 1) % world;
     unsigned jitter_us = (unsigned)env_int("DDP_JITTER_US", 0);
     uint64_t rng = 0x9e3779b97f4a7c15ull * (uint64_t)(env_int("DDP_SEED", 1) * 1000003 + rank + 1);
@@ -172,7 +177,13 @@ int main(int argc, char **argv)
             bad |= expect(pbuf, pcount, (float)pn, h, "pair allreduce", s);
         }
         fill(grad, count, (float)(rank + 1 + s), h);
-        CK(ncclAllReduce(grad, grad, count, ncclFloat, ncclSum, wc, st));
+        if (rank == mm_rank && s == mm_step && !strcmp(mm, "op"))
+            CK(ncclAllGather(grad + (size_t)rank * (count / (size_t)world), grad,
+                             count / (size_t)world, ncclFloat, wc, st));
+        else if (rank == mm_rank && s == mm_step && !strcmp(mm, "count"))
+            CK(ncclAllReduce(grad, grad, count / 2, ncclFloat, ncclSum, wc, st));
+        else
+            CK(ncclAllReduce(grad, grad, count, ncclFloat, ncclSum, wc, st));
         fill(sbuf, ring, (float)(rank * 1000 + s), h);
         CK(ncclGroupStart());
         CK(ncclSend(sbuf, ring, ncclFloat, next, wc, st));

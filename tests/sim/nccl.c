@@ -19,7 +19,8 @@
  * first call.  Argument errors are returned by the call; errors found while running are reported by
  * ncclCommGetAsyncError.  Limits: one
  * collective's per-rank data up to SLOT bytes; sum/prod/max/min/avg on int32/uint32/int64/uint64/
- * float/double; $ICXSIM_NODE tells which node a rank is on. */
+ * float/double; $ICXSIM_NODE tells which node a rank is on.  Ranks whose calls of one collective
+ * instance disagree (op, count, type, reduction, root) hang in it, as with real NCCL. */
 #include <errno.h>
 #include <pthread.h>
 #include <fcntl.h>
@@ -280,7 +281,16 @@ static ncclResult_t run_coll(const struct op *o)
     if (o->sb && (o->coll != C_SCATTER || me == o->root) &&
         (o->coll != C_BROADCAST || me == o->root))
         memcpy(slot(c, me), o->sb, in_bytes);
+    /* Ranks that disagree on the collective (op, count, type, reduction, root) hang, as NCCL's
+     * kernels do when the ranks' steps do not match: nobody ever sends what the others wait for. */
+    c->s->sig[me][0] = (uint64_t)o->coll | (uint64_t)o->dt << 8 | (uint64_t)o->red << 16 |
+                       (uint64_t)(o->root & 0xffff) << 32;
+    c->s->sig[me][1] = n;
     sim_barrier(c);
+    for (int r = 0; r < R; r++)
+        if (c->s->sig[r][0] != c->s->sig[0][0] || c->s->sig[r][1] != c->s->sig[0][1])
+            for (;;)
+                pause();
     uint64_t start = atomic_load(&c->s->release_ns);
     ncclResult_t rc = ncclSuccess;
     /* What the ring sends across nodes goes over the network: this rank's share of the bus bytes

@@ -28,7 +28,8 @@ struct shm {
         _Atomic uint64_t sent, taken; /* messages put / consumed, src -> dst */
         uint64_t bytes;
     } box[MAXR][MAXR];
-    int ib_ok[MAXR]; /* 1: the rank can reach the others' nodes */
+    int ib_ok[MAXR];       /* 1: the rank can reach the others' nodes */
+    uint64_t sig[MAXR][2]; /* each rank's current collective: op, type, redop, root; count */
     struct {
         struct ib_end tx, rx;
     } ib[MAXR][MAXR]; /* [src][dst]: src's send QP, dst's receive QP */
