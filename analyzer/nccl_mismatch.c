@@ -6,6 +6,7 @@
  * batch, a rank-conditional call.  NCCL hangs there (or, for some count mismatches, corrupts
  * data silently); either way it is the first thing to fix.  One finding per communicator: the
  * first call number where the ranks disagree. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +62,32 @@ static void describe(char *buf, size_t n, const struct sig *s)
         snprintf(buf + o, n - o, ")");
 }
 
+/* The call most of v[i..j) made: its index; *count how many made it. */
+static size_t majority(const struct sig *v, size_t i, size_t j, size_t *count)
+{
+    size_t best = i, best_n = 0;
+    for (size_t a = i; a < j; a++) {
+        size_t m = 0;
+        for (size_t b = i; b < j; b++)
+            m += same(&v[a], &v[b]);
+        if (m > best_n) {
+            best_n = m;
+            best = a;
+        }
+    }
+    *count = best_n;
+    return best;
+}
+
+/* The end of the group that starts at i (same communicator and call number). */
+static size_t group_end(const struct sig *v, size_t n, size_t i)
+{
+    size_t j = i + 1;
+    while (j < n && v[j].comm_id == v[i].comm_id && v[j].seq == v[i].seq)
+        j++;
+    return j;
+}
+
 void icx_nccl_mismatches(const struct icx_trace *t, struct icx_nccl *N, struct icx_findings *F)
 {
     size_t n = 0, cap = 0;
@@ -93,24 +120,16 @@ void icx_nccl_mismatches(const struct icx_trace *t, struct icx_nccl *N, struct i
     uint64_t reported = 0;
     int any = 0;
     for (size_t i = 0; i < n;) {
-        size_t j = i + 1;
-        while (j < n && v[j].comm_id == v[i].comm_id && v[j].seq == v[i].seq)
-            j++;
+        size_t j = group_end(v, n, i);
         if (any && v[i].comm_id == reported) {
             i = j;
             continue;
         }
-        /* the call most ranks made */
-        size_t best = i, best_n = 0;
-        for (size_t a = i; a < j; a++) {
-            size_t m = 0;
-            for (size_t b = i; b < j; b++)
-                m += same(&v[a], &v[b]);
-            if (m > best_n) {
-                best_n = m;
-                best = a;
-            }
-        }
+        size_t best_n, best = majority(v, i, j, &best_n);
+        /* the others' next call, to recognise a rank that skipped one */
+        size_t next = SIZE_MAX, next_n = 0;
+        if (j < n && v[j].comm_id == v[i].comm_id && v[j].seq == v[i].seq + 1)
+            next = majority(v, j, group_end(v, n, j), &next_n);
         if (best_n == j - i) {
             i = j;
             continue;
@@ -125,11 +144,12 @@ void icx_nccl_mismatches(const struct icx_trace *t, struct icx_nccl *N, struct i
             if (same(&v[a], &v[best]))
                 continue;
             describe(got, sizeof(got), &v[a]);
-            if (o + 200 < sizeof(who))
-                o += (size_t)snprintf(who + o, sizeof(who) - o,
-                                      "%srank %d (global %d, %s) called %s", odd ? "; " : "",
-                                      v[a].rank, v[a].p->rank, v[a].p->host ? v[a].p->host : "?",
-                                      got);
+            int skipped = next != SIZE_MAX && same(&v[a], &v[next]);
+            if (o + 260 < sizeof(who))
+                o += (size_t)snprintf(
+                    who + o, sizeof(who) - o, "%srank %d (global %d, %s) called %s%s",
+                    odd ? "; " : "", v[a].rank, v[a].p->rank, v[a].p->host ? v[a].p->host : "?",
+                    got, skipped ? " (the others' next call: it skipped this one)" : "");
             first = first ? first : v[a].p;
             odd++;
         }

@@ -495,12 +495,15 @@ def test_nccl_hang_postmortem():
 
 def test_nccl_collective_mismatch():
     """In step 2 rank 11 calls an all-gather where the others call the world all-reduce
-    (--mismatch 11:2:op), and, in a second job, the all-reduce with half the count (11:2:count);
+    (--mismatch 11:2:op), in a second job the all-reduce with half the count (11:2:count), in a
+    third none (11:2:skip: its broadcast meets their all-reduce);
     the simulated NCCL hangs there as NCCL does and the job is killed (SIGTERM) after 8 s.  From
     the traces: one collective_mismatch naming rank 11 with both sides' calls, and the hang of
     call #7 explained by it -- no other finding (no straggler, no missing rank)."""
     for kind, theirs in (("op", "AllGather(4096 x float32)"),
-                         ("count", "AllReduce(32768 x float32, sum)")):
+                         ("count", "AllReduce(32768 x float32, sum)"),
+                         ("skip", "Broadcast(16384 x float32, root 0) (the others' next call: "
+                                  "it skipped this one)")):
         with tempfile.TemporaryDirectory() as tmp:
             doc, _ = job(tmp, sim_args=("--kill-after", "8", "--mismatch", "11:2:" + kind),
                          want_rc=124)

@@ -18,9 +18,9 @@
  * each step's collectives; DDP_JITTER_US=N makes every rank wait a random 0..N us before each
  * step (uniform, from a generator seeded by DDP_SEED and the rank); DDP_HANG_RANK=R with
  * DDP_HANG_STEP=S makes rank R stop (sleep forever) before step S; DDP_MISMATCH_RANK=R with
- * DDP_MISMATCH_STEP=S and DDP_MISMATCH=op|count makes rank R call, in step S, an all-gather where
- * the others call the world all-reduce (op) or the all-reduce with half the count (count): the job
- * hangs there, as with NCCL.  Ground truth in DIR/truth-RANK:
+ * DDP_MISMATCH_STEP=S and DDP_MISMATCH=op|count|skip makes rank R call, in step S, an all-gather
+ * where the others call the world all-reduce (op), the all-reduce with half the count (count), or
+ * nothing (skip: its next collective meets their all-reduce): the job hangs there, as with NCCL.  Ground truth in DIR/truth-RANK:
  * "<comm> <op> <calls> <bytes>" per op, bytes as nccl-tests count them (one rank's buffer:
  * all-gather its send part, reduce-scatter its receive part). */
 #include <cuda_runtime_api.h>
@@ -180,6 +180,8 @@ int main(int argc, char **argv)
         if (rank == mm_rank && s == mm_step && !strcmp(mm, "op"))
             CK(ncclAllGather(grad + (size_t)rank * (count / (size_t)world), grad,
                              count / (size_t)world, ncclFloat, wc, st));
+        else if (rank == mm_rank && s == mm_step && !strcmp(mm, "skip"))
+            ; /* the call every other rank makes */
         else if (rank == mm_rank && s == mm_step && !strcmp(mm, "count"))
             CK(ncclAllReduce(grad, grad, count / 2, ncclFloat, ncclSum, wc, st));
         else
