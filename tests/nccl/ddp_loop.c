@@ -20,7 +20,8 @@
  * DDP_HANG_STEP=S makes rank R stop (sleep forever) before step S; DDP_MISMATCH_RANK=R with
  * DDP_MISMATCH_STEP=S and DDP_MISMATCH=op|count|skip makes rank R call, in step S, an all-gather
  * where the others call the world all-reduce (op), the all-reduce with half the count (count), or
- * nothing (skip: its next collective meets their all-reduce): the job hangs there, as with NCCL.  Ground truth in DIR/truth-RANK:
+ * nothing (skip: its next collective meets their all-reduce): the job hangs there, as with NCCL.
+ * Ground truth in DIR/truth-RANK:
  * "<comm> <op> <calls> <bytes>" per op, bytes as nccl-tests count them (one rank's buffer:
  * all-gather its send part, reduce-scatter its receive part). */
 #include <cuda_runtime_api.h>
