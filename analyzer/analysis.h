@@ -37,7 +37,8 @@ struct icx_report {
 extern const struct icx_report *const icx_reports[];
 extern const size_t icx_nreports;
 extern const struct icx_report icx_report_summary, icx_report_links, icx_report_topo,
-    icx_report_counters, icx_report_numa, icx_report_verbs, icx_report_nccl, icx_report_findings;
+    icx_report_counters, icx_report_numa, icx_report_verbs, icx_report_nccl, icx_report_hang,
+    icx_report_findings;
 
 /* Compute every report of `reports` into A (A->t set); the first failing report's -1. */
 int icx_analysis_compute(struct icx_analysis *A, const struct icx_report *const *reports, size_t n);

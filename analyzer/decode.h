@@ -38,6 +38,9 @@ void icx_decode_verbs(struct icx_proc *p, const struct icx_rec *r, size_t size,
 /* decode_nccl.c: NCCL_COMM, NCCL_CALL, NCCL_DUMP (1.2-1.3, section 11) */
 void icx_decode_nccl(struct icx_proc *p, const struct icx_rec *r, size_t size,
                      struct icx_decode_ctx *ctx);
+/* decode_hang.c: HANG_DUMP, THREAD_STATE, PY_STACKS (1.5, section 12) */
+void icx_decode_hang(struct icx_proc *p, const struct icx_rec *r, size_t size,
+                     struct icx_decode_ctx *ctx);
 
 /* After a stream: its tick -> time fit (proc), then each family's times and cross-references. */
 void icx_decode_proc_finish(struct icx_proc *p);

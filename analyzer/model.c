@@ -238,6 +238,10 @@ void icx_trace_free(struct icx_trace *t)
         for (size_t k = 0; k < p->ndumps; k++)
             free(p->dumps[k].text);
         free(p->dumps);
+        for (size_t k = 0; k < p->nhdumps; k++)
+            free(p->hdumps[k].py);
+        free(p->hdumps);
+        free(p->tstates);
         free(p->strings);
         free(p->notes);
         free(p->note_severity);

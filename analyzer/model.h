@@ -177,6 +177,22 @@ struct icx_rd_dump {
     char *text;
 };
 
+/* A hang dump episode (format 1.5): why and when, the pending call, the Python stacks' text. */
+struct icx_rd_hdump {
+    uint32_t episode, reason, nthreads, api, python;
+    uint64_t mono_ns, age_ns, threshold_ns, comm, seq;
+    char *py; /* faulthandler's text of every Python thread, NULL none */
+};
+
+/* One thread of a dump: kernel state and native stack. */
+struct icx_rd_tstate {
+    uint32_t episode, tid, stack, status; /* stack id (0 none), enum icx_tstack */
+    int32_t syscall;
+    char state;
+    uint32_t name, wchan; /* string ids */
+    uint64_t pthread, arg0;
+};
+
 struct icx_proc {
     char *path; /* file it came from */
     uint64_t stream_id, features;
@@ -231,6 +247,10 @@ struct icx_proc {
     size_t nncalls, cap_ncalls;
     struct icx_rd_dump *dumps; /* what NCCL wrote about itself, in trace order */
     size_t ndumps, cap_dumps;
+    struct icx_rd_hdump *hdumps; /* hang dumps, in trace order */
+    size_t nhdumps, cap_hdumps;
+    struct icx_rd_tstate *tstates;
+    size_t ntstates, cap_tstates;
     double t_first, t_last; /* monotonic seconds covered by the trace */
     /* tick -> ns mapping, from the CLOCK records */
     double slope, intercept;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hang_dump.h"
 #include "nccl_model.h"
 
 /* The NCCL calls process p was inside when its trace ended: per thread, a pending (entry) record
@@ -100,8 +101,8 @@ void icx_nccl_hangs(const struct icx_trace *t, struct icx_nccl *N, struct icx_fi
         if (!s->nwaiting || s->behind == s->nwaiting)
             continue; /* nobody, or every waiter is queued behind a stuck call elsewhere */
         /* who never got there: traced ranks whose last collective on it is before seq */
-        char who[1000] = "", ev[1400], end[128];
-        int len = 0;
+        char who[4000] = "", ev[4400], end[128];
+        int len = 0, members = 0; /* traced ranks of the communicator */
         for (size_t i = 0; i < t->nprocs; i++) {
             const struct icx_proc *p = t->procs[i];
             int rank = -1;
@@ -120,6 +121,7 @@ void icx_nccl_hangs(const struct icx_trace *t, struct icx_nccl *N, struct icx_fi
                 }
                 last = x;
             }
+            members += rank >= 0;
             if (rank < 0 || last_seq >= s->seq)
                 continue;
             int *m = realloc(s->missing, (size_t)(s->nmissing + 1) * sizeof(int));
@@ -128,15 +130,18 @@ void icx_nccl_hangs(const struct icx_trace *t, struct icx_nccl *N, struct icx_fi
             s->missing = m;
             s->missing[s->nmissing++] = rank;
             const struct icx_rd_ncall *any = p->nncalls ? &p->ncalls[p->nncalls - 1] : last;
+            char where[1400];
+            int dumped = icx_hang_where(p, where, sizeof(where));
             if (len < (int)sizeof(who) - 200)
-                len += snprintf(who + len, sizeof(who) - (size_t)len,
-                                "%srank %d (%s pid %d) reached %s #%llu last; its last NCCL call "
-                                "was %s at %.3f s; %s",
-                                s->nmissing > 1 ? "; " : "", rank, p->host ? p->host : "?", p->pid,
-                                icx_nccl_op_names[last_op], (unsigned long long)last_seq,
-                                any ? icx_nccl_op_names[icx_nccl_op_of(any->api)] : "none",
-                                any ? any->t_enter + icx_nccl_wall_offset(p) - t0 : 0.0,
-                                end_of(p, end, sizeof(end)));
+                len +=
+                    snprintf(who + len, sizeof(who) - (size_t)len,
+                             "%srank %d (%s pid %d) reached %s #%llu last; its last NCCL call "
+                             "was %s at %.3f s; %s%s%s",
+                             s->nmissing > 1 ? "; " : "", rank, p->host ? p->host : "?", p->pid,
+                             icx_nccl_op_names[last_op], (unsigned long long)last_seq,
+                             any ? icx_nccl_op_names[icx_nccl_op_of(any->api)] : "none",
+                             any ? any->t_enter + icx_nccl_wall_offset(p) - t0 : 0.0,
+                             end_of(p, end, sizeof(end)), dumped ? "; " : "", dumped ? where : "");
         }
         int disagree = 0;
         for (size_t k = 0; k < N->nmism; k++)
@@ -154,6 +159,10 @@ void icx_nccl_hangs(const struct icx_trace *t, struct icx_nccl *N, struct icx_fi
                           "collective_mismatch finding)"
                         : "every traced rank entered it (an untraced rank or the "
                           "network is missing)");
+        /* every traced rank issued it, but some have it queued behind a stuck call on another
+         * communicator: that call's hang, not one of its own */
+        if (!s->nmissing && !disagree && (s->behind > 0 || s->nwaiting < members))
+            continue;
         /* one finding per missing rank (its host and pid), or one for the communicator */
         for (int m = 0; m < s->nmissing || (m == 0 && !s->nmissing); m++) {
             const struct icx_proc *p = NULL;

@@ -68,6 +68,9 @@ static const struct decoder_of decoders[] = {
     {ICX_REC_NCCL_COMM, 1, icx_decode_nccl},
     {ICX_REC_NCCL_CALL, 1, icx_decode_nccl},
     {ICX_REC_NCCL_DUMP, 0, icx_decode_nccl},
+    {ICX_REC_HANG_DUMP, 0, icx_decode_hang},
+    {ICX_REC_THREAD_STATE, 0, icx_decode_hang},
+    {ICX_REC_PY_STACKS, 0, icx_decode_hang},
 };
 
 static const struct decoder_of *decoder_for(unsigned type)

@@ -31,6 +31,7 @@ static const struct icx_module *const icx_modules[] = {
     &icx_mod_topo,
     &icx_mod_verbs,
     &icx_mod_nccl,
+    &icx_mod_hang,
     &icx_mod_placement,
     &icx_mod_stack,
     ICX_EXTRA_MODULES /* -DICX_EXTRA_MODULES='&icx_mod_example,' (preload/examples/) */

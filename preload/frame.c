@@ -100,6 +100,16 @@ uint32_t icx_intern(struct icx_frame *f, const char *s)
     return icx_strs[j].id;
 }
 
+uint32_t icx_intern_part(struct icx_frame *f, char *text, size_t len, size_t i)
+{
+    size_t cut = (i + 1) * ICX_PART_BYTES < len ? (i + 1) * ICX_PART_BYTES : len;
+    char save = text[cut];
+    text[cut] = 0;
+    uint32_t id = icx_intern(f, text + i * ICX_PART_BYTES);
+    text[cut] = save;
+    return id;
+}
+
 void icx_intern_reset(void)
 {
     for (size_t i = 0; i < icx_strs_cap; i++) {

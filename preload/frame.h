@@ -18,6 +18,10 @@ void *icx_frame_put(struct icx_frame *f, uint16_t type, uint32_t aux, size_t siz
 /* The id of string s in this stream; its STRING record goes into f the first time.  0 for NULL
  * or out of memory.  Writer thread, or under the writer lock. */
 uint32_t icx_intern(struct icx_frame *f, const char *s);
+/* Texts longer than a record can hold are written as parts of this many bytes. */
+#define ICX_PART_BYTES 60000
+/* The string id of part i (ICX_PART_BYTES each) of text (len bytes). */
+uint32_t icx_intern_part(struct icx_frame *f, char *text, size_t len, size_t i);
 /* Forget every interned string (a new stream starts: a traced fork child). */
 void icx_intern_reset(void);
 

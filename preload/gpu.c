@@ -222,6 +222,7 @@ struct icx_pending {
     uint32_t copy_id;
     int dev;
     cudaEvent_t start, end;
+    uint64_t since_ns; /* when the writer took it over */
 };
 static struct icx_pending *icx_pend;
 static size_t icx_pend_n, icx_pend_cap;
@@ -249,7 +250,19 @@ static void icx_gpu_pending(struct icx_frame *f, const struct icx_rec *r)
         icx_pend = n;
         icx_pend_cap = ncap;
     }
-    icx_pend[icx_pend_n++] = (struct icx_pending){p->copy_id, p->dev, p->start, p->end};
+    icx_pend[icx_pend_n++] =
+        (struct icx_pending){p->copy_id, p->dev, p->start, p->end, icx_mono_ns()};
+}
+
+uint64_t icx_gpu_oldest_pending(uint32_t *copy_id)
+{
+    uint64_t oldest = 0;
+    for (size_t i = 0; i < icx_pend_n; i++)
+        if (!oldest || icx_pend[i].since_ns < oldest) {
+            oldest = icx_pend[i].since_ns;
+            *copy_id = icx_pend[i].copy_id;
+        }
+    return oldest;
 }
 
 /* The writer thread polls in relaxed capture mode: its queries can then never invalidate a graph

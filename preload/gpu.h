@@ -39,6 +39,10 @@ void icx_gpu_end(struct icx_gpu_req *g, cudaStream_t stream, cudaError_t rc);
  * Several spans may share an id: a group of NCCL calls timed on each stream it used. */
 uint32_t icx_gpu_end_as(struct icx_gpu_req *g, cudaStream_t stream, cudaError_t rc, uint32_t id);
 
+/* Writer: when the oldest GPU work still pending was handed to the writer (CLOCK_MONOTONIC ns;
+ * 0: none pending), and its span id. */
+uint64_t icx_gpu_oldest_pending(uint32_t *copy_id);
+
 /* The calling thread's current device, the device of a stream; -1 when unknown. */
 int icx_current_device(void);
 int icx_stream_device(cudaStream_t s);

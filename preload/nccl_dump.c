@@ -161,13 +161,9 @@ void icx_nccl_dumps_put(struct icx_frame *f)
     pthread_mutex_unlock(&icx_dump_lock);
     while (it) {
         char *text = it->text;
-        size_t len = strlen(text), part = 60000, nparts = (len + part - 1) / part;
+        size_t len = strlen(text), nparts = (len + ICX_PART_BYTES - 1) / ICX_PART_BYTES;
         for (size_t i = 0; i < nparts; i++) {
-            size_t cut = (i + 1) * part < len ? (i + 1) * part : len;
-            char save = text[cut];
-            text[cut] = 0;
-            uint32_t id = icx_intern(f, text + i * part);
-            text[cut] = save;
+            uint32_t id = icx_intern_part(f, text, len, i);
             struct icx_rec_nccl_dump *r =
                 icx_frame_put(f, ICX_REC_NCCL_DUMP, (uint32_t)it->kind, sizeof(*r));
             if (r) {

@@ -116,6 +116,14 @@ void icx_config_load(void)
     icx_cfg.follow_fork = (int)icx_env_long("ICX_FOLLOW_FORK", 0, 0, 1);
     icx_cfg.sample_ms = (unsigned)icx_env_long("ICX_SAMPLE_MS", 100, 0, 3600000);
     icx_cfg.verbs_events = (int)icx_env_long("ICX_VERBS_EVENTS", 0, 0, 1);
+    const char *hang = getenv("ICX_HANG_S");
+    icx_cfg.hang_s =
+        hang && strcmp(hang, "auto") == 0 ? -1 : icx_env_long("ICX_HANG_S", -1, 0, 30L * 86400);
+    const char *dump = getenv("ICX_DUMP");
+    if (dump && strlen(dump) < sizeof(icx_cfg.dump_path))
+        strcpy(icx_cfg.dump_path, dump);
+    else if (dump)
+        icx_log("ignoring ICX_DUMP (a path of at most %zu bytes)\n", sizeof(icx_cfg.dump_path) - 1);
     /* Tests only: pretend this host's wall clock is off by this many ms (clock alignment). */
     icx_cfg.test_clock_offset_ns =
         icx_env_long("ICX_TEST_CLOCK_OFFSET_MS", 0, -86400000, 86400000) * 1000000ll;

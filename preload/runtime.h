@@ -38,6 +38,8 @@ struct icx_config {
     int follow_fork;        /* ICX_FOLLOW_FORK */
     unsigned sample_ms;     /* ICX_SAMPLE_MS: hardware counters every this many ms; 0 off */
     int verbs_events;       /* ICX_VERBS_EVENTS: a record per work request instead of aggregates */
+    long hang_s;            /* ICX_HANG_S: watchdog threshold in s; -1 auto, 0 off (hang.c) */
+    char dump_path[1024];   /* ICX_DUMP: a file whose touch asks for a dump ("" none) */
     char output[4096];      /* ICX_OUTPUT, expanded (identity.c) */
     long long test_clock_offset_ns; /* ICX_TEST_CLOCK_OFFSET_MS (tests only) */
 };

@@ -85,31 +85,23 @@ static int icx_stacks_grow(void)
     return 0;
 }
 
-static void icx_stack_intern(struct icx_frame *f, const struct icx_rec *raw)
+uint32_t icx_stack_define(struct icx_frame *f, const uint64_t *pc, uint32_t depth)
 {
-    const uint64_t *pc = (const uint64_t *)(raw + 1);
-    uint32_t depth = raw->aux;
-    while (depth > 0 && icx_is_self(pc[0])) { /* drop our own frames */
-        pc++;
-        depth--;
-    }
-    if (depth == 0)
-        return;
     uint64_t h = 1469598103934665603ull ^ depth;
     for (uint32_t i = 0; i < depth; i++)
         h = (h ^ pc[i]) * 1099511628211ull;
     if (icx_stacks_n * 2 >= icx_stacks_cap && icx_stacks_grow() != 0)
-        return;
+        return 0;
     size_t j = h & (icx_stacks_cap - 1);
     while (icx_stacks[j].pc) {
         struct icx_stack *s = &icx_stacks[j];
         if (s->hash == h && s->depth == depth && memcmp(s->pc, pc, depth * sizeof(*pc)) == 0)
-            goto ref;
+            return s->id;
         j = (j + 1) & (icx_stacks_cap - 1);
     }
     uint64_t *copy = malloc(depth * sizeof(*pc));
     if (!copy)
-        return;
+        return 0;
     memcpy(copy, pc, depth * sizeof(*pc));
     icx_stacks[j] = (struct icx_stack){h, (uint32_t)icx_stacks_n + 1, depth, copy};
     icx_stacks_n++;
@@ -119,8 +111,20 @@ static void icx_stack_intern(struct icx_frame *f, const struct icx_rec *raw)
         st->depth = depth;
         memcpy(st + 1, pc, depth * sizeof(*pc));
     }
-ref:
-    icx_frame_put(f, ICX_REC_STACK_REF, icx_stacks[j].id, sizeof(struct icx_rec));
+    return icx_stacks[j].id;
+}
+
+static void icx_stack_intern(struct icx_frame *f, const struct icx_rec *raw)
+{
+    const uint64_t *pc = (const uint64_t *)(raw + 1);
+    uint32_t depth = raw->aux;
+    while (depth > 0 && icx_is_self(pc[0])) { /* drop our own frames */
+        pc++;
+        depth--;
+    }
+    uint32_t id = depth ? icx_stack_define(f, pc, depth) : 0;
+    if (id)
+        icx_frame_put(f, ICX_REC_STACK_REF, id, sizeof(struct icx_rec));
 }
 
 static int icx_u64_cmp(const void *a, const void *b)
@@ -181,25 +185,12 @@ static const struct icx_elf_func *icx_static_symbol(struct icx_object_syms *mods
     return fn;
 }
 
-static void icx_stack_symbolize(struct icx_frame *f)
+void icx_stack_symbolize_pcs(struct icx_frame *f, uint64_t *all, size_t n)
 {
-    size_t total = 0;
-    for (size_t i = 0; i < icx_stacks_cap; i++)
-        total += icx_stacks[i].pc ? icx_stacks[i].depth : 0;
-    if (!total)
-        return;
-    uint64_t *all = malloc(total * sizeof(*all));
     struct icx_object_syms *mods = calloc(64, sizeof(*mods));
     size_t nmods = 0;
-    if (!all || !mods) {
-        free(all);
-        free(mods);
+    if (!mods)
         return;
-    }
-    size_t n = 0;
-    for (size_t i = 0; i < icx_stacks_cap; i++)
-        for (uint32_t k = 0; icx_stacks[i].pc && k < icx_stacks[i].depth; k++)
-            all[n++] = icx_stacks[i].pc[k];
     qsort(all, n, sizeof(*all), icx_u64_cmp);
     for (size_t i = 0; i < n; i++) {
         if (i && all[i] == all[i - 1])
@@ -238,6 +229,23 @@ static void icx_stack_symbolize(struct icx_frame *f)
     for (size_t m = 0; m < nmods; m++)
         icx_elf_free(&mods[m].syms);
     free(mods);
+}
+
+static void icx_stack_symbolize(struct icx_frame *f)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < icx_stacks_cap; i++)
+        total += icx_stacks[i].pc ? icx_stacks[i].depth : 0;
+    if (!total)
+        return;
+    uint64_t *all = malloc(total * sizeof(*all));
+    if (!all)
+        return;
+    size_t n = 0;
+    for (size_t i = 0; i < icx_stacks_cap; i++)
+        for (uint32_t k = 0; icx_stacks[i].pc && k < icx_stacks[i].depth; k++)
+            all[n++] = icx_stacks[i].pc[k];
+    icx_stack_symbolize_pcs(f, all, n);
     free(all);
 }
 

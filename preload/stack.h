@@ -13,6 +13,14 @@
 /* The calling thread's stack, for the event it just recorded. */
 void icx_stack_capture(void);
 
+struct icx_frame;
+/* Writer: the id of the stack pc[0..depth) (innermost first), its STACK record into f when new;
+ * 0 when out of memory. */
+uint32_t icx_stack_define(struct icx_frame *f, const uint64_t *pc, uint32_t depth);
+/* Writer: SYMBOL records for these addresses now (a dump must not wait for the end); sorts pc
+ * in place. */
+void icx_stack_symbolize_pcs(struct icx_frame *f, uint64_t *pc, size_t n);
+
 /* Copy stacks are sampled by count: a per-thread countdown (icx_self.stack_countdown), re-armed
  * here (UINT_MAX when copy stacks are off, so it is re-checked only every 4 billion calls). */
 static inline unsigned icx_stack_rearm(int *want)

@@ -417,6 +417,14 @@ void icx_writer_stop(int exit_status)
     pthread_mutex_unlock(&icx_wlock);
 }
 
+void icx_writer_wake(void)
+{
+    if (icx_wake[1] >= 0) {
+        ssize_t n = write(icx_wake[1], "w", 1);
+        (void)n;
+    }
+}
+
 /* From a signal handler: ask the writer for a final frame and wait for it, bounded. */
 void icx_writer_flush_from_signal(int signo, int will_die)
 {

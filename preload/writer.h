@@ -16,4 +16,7 @@ void icx_writer_stop(int exit_status);
  * the process dies of signo afterwards (END says so). */
 void icx_writer_flush_from_signal(int signo, int will_die);
 
+/* Wake the writer for a flush now; async-signal-safe (a byte into its pipe). */
+void icx_writer_wake(void);
+
 #endif

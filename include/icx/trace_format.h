@@ -96,11 +96,21 @@
  * call is written twice: on entry with ICX_EVF_PENDING (so a call that never returns, a hang, is
  *    in the trace) and on return with its result and duration.
  *
+ * 12. Hang dumps (1.5).  HANG_DUMP (aux = reason: ICX_DUMP_*) opens one dump episode of the
+ *    process: why and when (mono_ns), how long the oldest traced work had been pending or the
+ * process had made no NCCL call (age_ns) against the threshold, and that call (api, comm handle,
+ *    seq; 0 when none).  One THREAD_STATE (aux = tid) per thread of the process follows: its name,
+ * state letter, syscall number (-1 running, -2 unknown) with its first argument, wchan, its
+ *    pthread_t (Python's thread id), and the stack id of its native stack taken by a signal
+ * (stack_status ICX_TSTACK_*); the stacks' STACK and SYMBOL records are in the same frame.
+ *    PY_STACKS (aux = episode) carries CPython's faulthandler text of every Python thread, in
+ * string parts of at most 60000 bytes.
+ *
  * Version history: 1.0; 1.1 adds records 15-22 and 35-37, the DEVICE field local_cpus, and the
  *    event flag ICX_EVF_D2H (readers of 1.0 skip all of them by size); 1.2 adds 23-26 and 38-44;
  *    1.3 adds NCCL_CALL gpu_id (record 88 bytes; 80 in 1.2), NCCL_DUMP comm_id (32; 24 in 1.2)
  *    and GPU_SPAN flags; 1.4 adds read_end_ns to NVLINK_COUNTERS (48 bytes; 40 before) and
- *    IB_COUNTERS (56; 48 before). */
+ *    IB_COUNTERS (56; 48 before); 1.5 adds 27-29 (hang dumps). */
 #ifndef ICX_TRACE_FORMAT_H
 #define ICX_TRACE_FORMAT_H
 
@@ -109,7 +119,7 @@
 #define ICX_MAGIC 0x31584349u /* "ICX1" */
 #define ICX_MAGIC_SWAPPED 0x49435831u
 #define ICX_VERSION_MAJOR 1
-#define ICX_VERSION_MINOR 4
+#define ICX_VERSION_MINOR 5
 #define ICX_OLDEST_MAJOR 1
 #define ICX_OLDEST_MINOR 0
 
@@ -503,6 +513,59 @@ struct icx_rec_nccl_dump { /* aux = 1 topology XML, 2 graph XML, 3 debug lines (
 };
 _Static_assert(sizeof(struct icx_rec_nccl_dump) == 32, "icx_rec_nccl_dump");
 #define ICX_NCCL_DUMP_SIZE_1_2 24
+
+/* Why a hang dump was taken (HANG_DUMP aux). */
+enum icx_dump_reason {
+    ICX_DUMP_PENDING = 1, /* traced work pending longer than the threshold */
+    ICX_DUMP_IDLE = 2,    /* no NCCL call for longer than the threshold, after calls were made */
+    ICX_DUMP_SIGNAL = 3,  /* SIGUSR2 */
+    ICX_DUMP_REQUEST = 4, /* the ICX_DUMP file was touched (by a user or another rank's watchdog) */
+};
+
+struct icx_rec_hang_dump { /* aux = reason (enum icx_dump_reason) */
+    struct icx_rec h;
+    uint32_t episode, nthreads;
+    uint64_t mono_ns;      /* when the dump began */
+    uint64_t age_ns;       /* how long the oldest work was pending, or since the last NCCL call */
+    uint64_t threshold_ns; /* the watchdog's threshold then */
+    uint64_t comm;         /* the pending call's communicator handle (0: none) */
+    uint64_t seq;          /* its sequence number */
+    uint32_t api;          /* its enum icx_api (0: none) */
+    uint32_t python;       /* 1: PY_STACKS follow; 0: not a CPython process; 2: CPython without
+                              _Py_DumpTracebackThreads */
+};
+_Static_assert(sizeof(struct icx_rec_hang_dump) == 64, "icx_rec_hang_dump");
+
+/* How a thread's native stack was taken (THREAD_STATE stack_status). */
+enum icx_tstack {
+    ICX_TSTACK_OK = 0,
+    ICX_TSTACK_BLOCKED = 1,   /* the thread blocks the dump signal */
+    ICX_TSTACK_NO_ANSWER = 2, /* signalled, did not answer in time */
+    ICX_TSTACK_WRITER = 3,    /* the tracer's own writer thread: not taken */
+    ICX_TSTACK_NONE = 4,      /* no signal free for the dump, or unwinding failed */
+};
+
+struct icx_rec_thread_state { /* aux = tid */
+    struct icx_rec h;
+    uint32_t episode;
+    uint32_t name;        /* string id: /proc comm */
+    uint32_t wchan;       /* string id ("" when none) */
+    uint32_t stack;       /* stack id, 0: none */
+    int32_t syscall;      /* -1 running in user space, -2 unknown */
+    uint8_t state;        /* /proc state letter: R S D T Z ... */
+    uint8_t stack_status; /* enum icx_tstack */
+    uint16_t pad;
+    uint64_t pthread; /* the thread's pthread_t (CPython's thread id), 0 unknown */
+    uint64_t arg0;    /* the syscall's first argument (a futex's address) */
+};
+_Static_assert(sizeof(struct icx_rec_thread_state) == 48, "icx_rec_thread_state");
+
+struct icx_rec_py_stacks { /* aux = episode */
+    struct icx_rec h;
+    uint32_t text; /* string id of this part */
+    uint32_t part, nparts, pad;
+};
+_Static_assert(sizeof(struct icx_rec_py_stacks) == 24, "icx_rec_py_stacks");
 
 struct icx_rec_nccl_comm { /* EVENT, api = init / split / shrink / finalize / destroy / abort */
     struct icx_rec_event e;

@@ -464,7 +464,7 @@ def test_nccl_hang_postmortem():
     with tempfile.TemporaryDirectory() as tmp:
         doc, _ = job(tmp, sim_args=("--kill-after", "8", "--hang-rank", "11:2"), want_rc=124)
         truth = json.load(open(os.path.join(tmp, "truth.json")))
-        check(truth["hang_rank"] == {"rank": 11, "before_step": 2} and truth["killed_after_s"] == 8,
+        check(truth["hang_rank"] == {"rank": 11, "before_step": 2, "how": "sleep"} and truth["killed_after_s"] == 8,
               "launcher truth %s" % truth)
         hangs = [f for f in doc["findings"] if f["kind"] == "hang"]
         check(len(hangs) == 1 and hangs[0]["ranks"] == [11], "hang findings %s" % doc["findings"])
@@ -491,6 +491,90 @@ def test_nccl_hang_postmortem():
         state = {int(r): s for r, _, s in world}
         check(len(world) == 16 and state.get(11) == "NEVER ISSUED IT" and
               sum(s == "waiting in it" for s in state.values()) == 15, "hang rows %s" % world)
+
+
+def hang_dumps_of(doc, rank):
+    return [h for h in doc["hang_dumps"] if h["rank"] == rank]
+
+
+def test_nccl_hang_watchdog_lock():
+    """Rank 11's main thread waits, before step 2, for a lock a checkpoint thread took and never
+    releases (--hang-rank 11:2:lock); the job is ended by SIGTERM after 8 s.  With ICX_HANG_S=2 the
+    watchdog of every rank fires: the 15 waiting ranks because the world all-reduce's GPU work has
+    been pending 2 s, rank 11 because it made no NCCL call for 2 s; each dumps once, every thread's
+    state and native stack.  The one hang finding names rank 11 and shows where its main thread
+    is: waiting for a lock, in pthread_mutex_lock called from ddp_wait_checkpoint, in a futex
+    wait.  The others' dumps show their main threads waiting on their stream's condition."""
+    with tempfile.TemporaryDirectory() as tmp:
+        doc, _ = job(tmp, sim_args=("--kill-after", "8", "--hang-rank", "11:2:lock"), want_rc=124,
+                     ICX_HANG_S=2, ICX_DUMP=os.path.join(tmp, "dump-request"))
+        hangs = [f for f in doc["findings"] if f["kind"] == "hang"]
+        check(len(hangs) == 1 and hangs[0]["ranks"] == [11] and len(doc["findings"]) == 1,
+              "findings %s" % doc["findings"])
+        ev = hangs[0]["evidence"]
+        check("15 of 16 ranks wait in AllReduce #7" in ev and "main thread" in ev and
+              "waiting for a lock" in ev and "pthread_mutex_lock" in ev and
+              "ddp_wait_checkpoint" in ev and "syscall 202" in ev, "evidence %s" % ev)
+        mine = hang_dumps_of(doc, 11)
+        check(len(mine) == 1 and mine[0]["reason"] == "idle", "rank 11 dumps %s" % mine)
+        main = [t for t in mine[0]["threads"] if t["tid"] == mine[0]["pid"]]
+        check(main and main[0]["waiting_for"] == "waiting for a lock" and main[0]["state"] == "S",
+              "rank 11 main thread %s" % main)
+        holder = [t for t in mine[0]["threads"]
+                  if any("ddp_checkpoint_writer" in f for f in t["stack"])]
+        check(len(holder) == 1, "the lock holder's stack: %s" % mine[0]["threads"])
+        for r in range(16):
+            d = hang_dumps_of(doc, r)
+            check(d and d[0]["reason"] in ("pending", "request", "idle") and
+                  all(h["python"] is None for h in d), "rank %d dumps %s" % (r, d))
+        check(all(h["reason"] != "idle" for h in doc["hang_dumps"] if h["rank"] != 11),
+              "only rank 11 was idle: %s" % [(h["rank"], h["reason"]) for h in doc["hang_dumps"]])
+
+
+def test_nccl_hang_watchdog_python_sigkill():
+    """train.py's rank 6 blocks, before step 2, in wait_for_checkpoint_shard() (an event nobody
+    sets; --hang-rank 6:2:python); the job is SIGKILLed after 8 s, so nothing is flushed at the
+    end.  The watchdog's dumps were written when they were taken: the hang finding names rank 6
+    with its Python frames, wait_for_checkpoint_shard <- main, from CPython's faulthandler
+    dumper, and its native main thread in CPython's lock wait."""
+    with tempfile.TemporaryDirectory() as tmp:
+        doc, _ = job(tmp, sim_args=("--kill-after", "8", "--kill-signal", "9", "--hang-rank",
+                                    "6:2:python"), want_rc=124,
+                     program=["python3", os.path.join(ROOT, "tests", "nccl", "train.py")],
+                     ICX_HANG_S=2, ICX_DUMP=os.path.join(tmp, "dump-request"))
+        hangs = [f for f in doc["findings"] if f["kind"] == "hang"]
+        check(len(hangs) == 1 and hangs[0]["ranks"] == [6] and len(doc["findings"]) == 1,
+              "findings %s" % doc["findings"])
+        ev = hangs[0]["evidence"]
+        check("killed without a flush" in ev and
+              "Python: wait_for_checkpoint_shard (train.py:" in ev and "<- main (train.py:" in ev
+              and "waiting for a Python lock" in ev, "evidence %s" % ev)
+        mine = hang_dumps_of(doc, 6)
+        check(mine and "in wait_for_checkpoint_shard" in mine[0]["python"] and
+              "in reducer" in mine[0]["python"], "rank 6 Python stacks %s" % mine)
+
+
+def test_nccl_hang_watchdog_skip_node():
+    """Rank 13 skips, in step 2, the node communicator's all-gather and makes every world call
+    (--mismatch 13:2:skip-node): the other 7 ranks of its node wait in that all-gather, the world
+    waits behind it.  With the watchdog on, the one hang finding names rank 13 on the node
+    communicator; the world's stuck calls are queued behind, not hangs of their own."""
+    with tempfile.TemporaryDirectory() as tmp:
+        doc, _ = job(tmp, sim_args=("--kill-after", "8", "--mismatch", "13:2:skip-node"),
+                     want_rc=124, ICX_HANG_S=2)
+        hangs = [f for f in doc["findings"] if f["kind"] == "hang"]
+        check(len(hangs) == 1 and hangs[0]["ranks"] == [13], "findings %s" % doc["findings"])
+        check("7 of 8 ranks wait in AllGather" in hangs[0]["evidence"],
+              "evidence %s" % hangs[0]["evidence"])
+
+
+def test_nccl_watchdog_quiet_when_clean():
+    """A clean job with the watchdog at its shortest (ICX_HANG_S=1): no dump, no finding."""
+    with tempfile.TemporaryDirectory() as tmp:
+        doc, _ = job(tmp, ICX_HANG_S=1, ICX_DUMP=os.path.join(tmp, "dump-request"))
+        check(doc["hang_dumps"] == [] and doc["findings"] == [],
+              "dumps %s findings %s" % (doc["hang_dumps"], doc["findings"]))
+        check(not os.path.exists(os.path.join(tmp, "dump-request")), "a dump was requested")
 
 
 def test_nccl_collective_mismatch():

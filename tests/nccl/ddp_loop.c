@@ -17,15 +17,19 @@
  * Faults for tests: DDP_SLOW_RANK=R with DDP_SLOW_US=N makes rank R compute N us longer before
  * each step's collectives; DDP_JITTER_US=N makes every rank wait a random 0..N us before each
  * step (uniform, from a generator seeded by DDP_SEED and the rank); DDP_HANG_RANK=R with
- * DDP_HANG_STEP=S makes rank R stop (sleep forever) before step S; DDP_MISMATCH_RANK=R with
- * DDP_MISMATCH_STEP=S and DDP_MISMATCH=op|count|skip makes rank R call, in step S, an all-gather
- * where the others call the world all-reduce (op), the all-reduce with half the count (count), or
- * nothing (skip: its next collective meets their all-reduce): the job hangs there, as with NCCL.
+ * DDP_HANG_STEP=S makes rank R stop before step S: it sleeps forever, or with DDP_HANG_HOW=lock
+ * its main thread waits in ddp_wait_checkpoint() for a lock that a checkpoint thread
+ * (ddp_checkpoint_writer) took and never releases; DDP_MISMATCH_RANK=R with
+ * DDP_MISMATCH_STEP=S and DDP_MISMATCH=op|count|skip|skip-node makes rank R call, in step S, an
+ * all-gather where the others call the world all-reduce (op), the all-reduce with half the count
+ * (count), nothing (skip: its next collective meets their all-reduce), or everything but the
+ * node communicator's all-gather (skip-node): the job hangs there, as with NCCL.
  * Ground truth in DIR/truth-RANK:
  * "<comm> <op> <calls> <bytes>" per op, bytes as nccl-tests count them (one rank's buffer:
  * all-gather its send part, reduce-scatter its receive part). */
 #include <cuda_runtime_api.h>
 #include <nccl.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +74,38 @@ static int expect(const float *d, size_t n, float v, float *h, const char *what,
             return 1;
         }
     return 0;
+}
+
+/* The injected lock hang: a checkpoint thread holds the lock for ever, the main thread waits. */
+static pthread_mutex_t ckpt_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t ckpt_taken_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t ckpt_taken_cond = PTHREAD_COND_INITIALIZER;
+static int ckpt_taken;
+
+__attribute__((noinline)) static void *ddp_checkpoint_writer(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&ckpt_lock);
+    pthread_mutex_lock(&ckpt_taken_lock);
+    ckpt_taken = 1;
+    pthread_cond_signal(&ckpt_taken_cond);
+    pthread_mutex_unlock(&ckpt_taken_lock);
+    for (;;)
+        pause(); /* "writing" for ever, the lock held */
+    return NULL;
+}
+
+__attribute__((noinline)) static void ddp_wait_checkpoint(void)
+{
+    pthread_t t;
+    if (pthread_create(&t, NULL, ddp_checkpoint_writer, NULL) != 0)
+        exit(1);
+    pthread_mutex_lock(&ckpt_taken_lock);
+    while (!ckpt_taken)
+        pthread_cond_wait(&ckpt_taken_cond, &ckpt_taken_lock);
+    pthread_mutex_unlock(&ckpt_taken_lock);
+    pthread_mutex_lock(&ckpt_lock); /* never returns */
+    pthread_mutex_unlock(&ckpt_lock);
 }
 
 int main(int argc, char **argv)
@@ -152,12 +188,15 @@ int main(int argc, char **argv)
     int hang = env_int("DDP_HANG_RANK", -1), hang_step = env_int("DDP_HANG_STEP", -1);
     int mm_rank = env_int("DDP_MISMATCH_RANK", -1), mm_step = env_int("DDP_MISMATCH_STEP", -1);
     const char *mm = getenv("DDP_MISMATCH") ? getenv("DDP_MISMATCH") : "";
+    const char *hang_how = getenv("DDP_HANG_HOW") ? getenv("DDP_HANG_HOW") : "";
     int next = (rank + 1) % world, prev = (rank + world - 1) % world;
     unsigned jitter_us = (unsigned)env_int("DDP_JITTER_US", 0);
     uint64_t rng = 0x9e3779b97f4a7c15ull * (uint64_t)(env_int("DDP_SEED", 1) * 1000003 + rank + 1);
     size_t pcount = count < 1024 ? count : 1024;
     float *pbuf = pc ? dev_alloc(pcount) : NULL;
     for (int s = 0; s < steps; s++) {
+        if (rank == hang && s == hang_step && !strcmp(hang_how, "lock"))
+            ddp_wait_checkpoint();
         if (rank == hang && s == hang_step)
             for (;;)
                 pause();
@@ -195,7 +234,8 @@ int main(int argc, char **argv)
         fill(bbuf, bc, rank == 0 ? (float)s : -1.0f, h);
         CK(ncclBcast(bbuf, bc, ncclFloat, 0, wc, st));
         fill(agin, ag, (float)lr, h);
-        CK(ncclAllGather(agin, agout, ag, ncclFloat, nc, st));
+        if (!(rank == mm_rank && s == mm_step && !strcmp(mm, "skip-node")))
+            CK(ncclAllGather(agin, agout, ag, ncclFloat, nc, st));
         fill(rsin, rs * (size_t)world, 1.0f, h);
         CK(ncclReduceScatter(rsin, rsout, rs, ncclFloat, ncclSum, wc, st));
         CK(cudaStreamSynchronize(st));

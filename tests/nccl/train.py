@@ -9,7 +9,8 @@ loss.  Every result is checked.  Run one process per rank (tools/icx-sim), e.g.
 
 Writes DIR/truth-RANK: "world <op> <calls> <bytes>" per op; exit status 0 when all was right.
 Faults (as tests/nccl/ddp_loop, set by tools/icx-sim --slow-rank / --hang-rank): DDP_SLOW_RANK with
-DDP_SLOW_US computes longer before each step; DDP_HANG_RANK with DDP_HANG_STEP stops before it."""
+DDP_SLOW_US computes longer before each step; DDP_HANG_RANK with DDP_HANG_STEP stops before it: it
+sleeps, or with DDP_HANG_HOW=python waits in wait_for_checkpoint_shard() for an event nobody sets."""
 import ctypes
 import os
 import queue
@@ -25,6 +26,13 @@ class UniqueId(ctypes.Structure):
 def check(rc, what):
     if rc != 0:
         sys.exit("train.py: %s returned %d" % (what, rc))
+
+
+def wait_for_checkpoint_shard(step):
+    """The injected Python hang: a shard that never arrives."""
+    arrived = threading.Event()
+    arrived.wait()
+    return step
 
 
 def main():
@@ -105,6 +113,8 @@ def main():
     for s in range(steps):
         batch = batches.get()
         while s == hang_at:  # an injected hang: this rank never reaches the step's collectives
+            if os.environ.get("DDP_HANG_HOW") == "python":
+                wait_for_checkpoint_shard(s)
             time.sleep(3600)
         time.sleep(0.002 + (int(os.environ.get("DDP_SLOW_US", 0)) / 1e6 if slow else 0))  # compute
         put(grads, FloatN(*([rank + 1 + batch] * count)))
