@@ -9,6 +9,7 @@
 #include "analysis.h"
 #include "diff.h"
 #include "export.h"
+#include "live.h"
 #include "reader.h"
 
 struct icx_opts {
@@ -34,6 +35,10 @@ static void usage(FILE *out)
         "  diff       diff [--json] [--html FILE] BASE NEW: what changed between two runs of a\n"
         "             job, headline first (BASE, NEW: a trace or a directory each; --html:\n"
         "             the new run's page with the diff on top; docs/DIFF.md)\n"
+        "  follow     follow [--interval S] [--late S] [--once] [--json] DIR: the live view of a\n"
+        "             running job, re-read every few seconds: per communicator the last call\n"
+        "             each rank reached and who is late now, per NIC and GPU the rate now\n"
+        "             (also --follow DIR; docs/LIVE.md)\n"
         "\n"
         "TRACE is an icxtrace file (*.icx.zst, possibly several concatenated); DIR is read for\n"
         "every *.icx.zst inside.  --json prints the document described in docs/JSON.md.\n"
@@ -245,6 +250,8 @@ int main(int argc, char **argv)
             }
         first = !strcmp(argv[1], "diff") ? 2 : first;
     }
+    if (argc > 1 && (!strcmp(argv[1], "follow") || !strcmp(argv[1], "--follow")))
+        return icx_follow_main(argc - 2, argv + 2);
     struct icx_opts o;
     struct icx_trace t;
     memset(&t, 0, sizeof(t));

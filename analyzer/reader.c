@@ -372,26 +372,13 @@ static int name_cmp(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-int icx_read_path(struct icx_trace *t, const char *path)
+int icx_trace_names(const char *path, char ***out, size_t *count)
 {
-    struct stat st;
-    char err[512];
-    if (stat(path, &st) != 0) {
-        fprintf(stderr, "icx-analyze: %s: %s\n", path, strerror(errno));
-        return 1;
-    }
-    if (!S_ISDIR(st.st_mode)) {
-        if (icx_read_file(t, path, err, sizeof(err)) != 0) {
-            fprintf(stderr, "icx-analyze: %s: %s\n", path, err);
-            return 1;
-        }
-        return 0;
-    }
+    *count = 0;
+    *out = NULL;
     DIR *dir = opendir(path);
-    if (!dir) {
-        fprintf(stderr, "icx-analyze: %s: %s\n", path, strerror(errno));
-        return 1;
-    }
+    if (!dir)
+        return -1;
     char **names = NULL;
     size_t n = 0, cap = 0;
     struct dirent *e;
@@ -408,6 +395,32 @@ int icx_read_path(struct icx_trace *t, const char *path)
     closedir(dir);
     if (n > 1)
         qsort(names, n, sizeof(*names), name_cmp);
+    *count = n;
+    *out = names;
+    return 0;
+}
+
+int icx_read_path(struct icx_trace *t, const char *path)
+{
+    struct stat st;
+    char err[512];
+    if (stat(path, &st) != 0) {
+        fprintf(stderr, "icx-analyze: %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        if (icx_read_file(t, path, err, sizeof(err)) != 0) {
+            fprintf(stderr, "icx-analyze: %s: %s\n", path, err);
+            return 1;
+        }
+        return 0;
+    }
+    size_t n;
+    char **names;
+    if (icx_trace_names(path, &names, &n) != 0) {
+        fprintf(stderr, "icx-analyze: %s: %s\n", path, strerror(errno));
+        return 1;
+    }
     int failed = 0;
     if (n == 0) {
         fprintf(stderr, "icx-analyze: %s: no *.icx.zst traces in this directory\n", path);

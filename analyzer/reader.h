@@ -15,6 +15,10 @@ int icx_read_file(struct icx_trace *t, const char *path, char *err, size_t errle
  * name the tracer gives a second process of the same name).  Returns the number of files that
  * failed; their errors go to stderr. */
 int icx_read_path(struct icx_trace *t, const char *path);
+/* The trace files of directory `path` (the names icx_read_path reads), sorted: *names a malloc'ed
+ * array of *count malloc'ed "path/name" strings.  0, or -1 (errno set) when the directory cannot
+ * be opened. */
+int icx_trace_names(const char *path, char ***names, size_t *count);
 /* Decode an in-memory trace (used by the file reader and the fuzz targets). */
 int icx_read_buffer(struct icx_trace *t, const char *name, const uint8_t *buf, size_t len,
                     char *err, size_t errlen);

@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 import run_e2e as base
 from run_e2e import BUILD, ROOT, Skip, check
@@ -40,10 +41,9 @@ def slow_topology(tmp, scale=1):
     return path
 
 
-def job(tmp, trace=True, sim_args=(), want_rc=0, program=None, steps=STEPS, slow_links=False,
-        **env_extra):
-    """Run ddp_loop over 2 x 8 simulated ranks, at real link rates unless slow_links (a number:
-    the slow rates times it); (analysis or None, truth {rank: {(comm, op): (calls, bytes)}})."""
+def job_cmd(tmp, trace=True, sim_args=(), program=None, steps=STEPS, slow_links=False,
+            **env_extra):
+    """The command line and environment of job() (its arguments)."""
     if os.geteuid() != 0:
         raise Skip("simulated nodes need their own hostnames (unshare --uts as root)")
     oob = os.path.join(tmp, "oob")
@@ -60,6 +60,15 @@ def job(tmp, trace=True, sim_args=(), want_rc=0, program=None, steps=STEPS, slow
         cmd.append("--no-trace")
     cmd += ["--"] + (program or [os.path.join(BUILD, "tests", "nccl", "ddp_loop")]) + \
         [oob, str(steps), str(COUNT)]
+    return cmd, env
+
+
+def job(tmp, trace=True, sim_args=(), want_rc=0, program=None, steps=STEPS, slow_links=False,
+        **env_extra):
+    """Run ddp_loop over 2 x 8 simulated ranks, at real link rates unless slow_links (a number:
+    the slow rates times it); (analysis or None, truth {rank: {(comm, op): (calls, bytes)}})."""
+    oob = os.path.join(tmp, "oob")
+    cmd, env = job_cmd(tmp, trace, sim_args, program, steps, slow_links, **env_extra)
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     check(p.returncode == want_rc, "job exit %d, want %d: %s %s" % (p.returncode, want_rc,
                                                                     p.stdout[-1500:], p.stderr[-1500:]))
@@ -575,6 +584,90 @@ def test_nccl_watchdog_quiet_when_clean():
         check(doc["hang_dumps"] == [] and doc["findings"] == [],
               "dumps %s findings %s" % (doc["hang_dumps"], doc["findings"]))
         check(not os.path.exists(os.path.join(tmp, "dump-request")), "a dump was requested")
+
+
+def follow_frame(traces, *args):
+    """One frame of the live view over a running job's traces (`follow --once`)."""
+    p = subprocess.run([os.path.join(BUILD, "bin", "icx-analyze"), "follow", "--once"] +
+                       list(args) + [traces], capture_output=True, text=True, timeout=60)
+    check(p.returncode == 0, "follow: %d %s" % (p.returncode, p.stderr))
+    return json.loads(p.stdout) if "--json" in args else p.stdout
+
+
+def test_nccl_follow_live():
+    """The live view of a running job.  Rank 11 stops before step 2 (--hang-rank 11:2:sleep) at
+    slow link rates, so the steps before take seconds; `icx-analyze follow --once --json --late 2`
+    is taken every half second while the job runs, until it is SIGTERMed after 14 s.  While the
+    steps run, no rank is late and the NVLink and NIC counters show traffic at most at the links'
+    rates; once rank 11 stops, it and only it is late, in the world communicator and in its node's,
+    by a lateness that grows with the wall clock, the world's oldest unfinished call is the
+    all-reduce 15 ranks entered, the counters fall to zero, and rank 11's hang dump (ICX_HANG_S=3)
+    shows it paused.  After the job ended, `follow` without --count stops by itself."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd, env = job_cmd(tmp, sim_args=("--kill-after", "14", "--hang-rank", "11:2:sleep"),
+                           slow_links=True, ICX_HANG_S=3)
+        traces = os.path.join(tmp, "traces")
+        frames, text = [], ""
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        try:
+            while proc.poll() is None:
+                time.sleep(0.5)
+                if os.path.isdir(traces):
+                    frames.append(follow_frame(traces, "--json", "--late", "2"))
+                    late = [r for c in frames[-1]["communicators"] for r in c["ranks"] if r["late"]]
+                    if not text and late and late[0]["behind_s"] > 5:
+                        text = follow_frame(traces, "--late", "2")
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+        check(proc.returncode == 124, "job exit %d" % proc.returncode)
+
+        def world(f):
+            w = [c for c in f["communicators"] if c["nranks"] == 16]
+            return w[0] if w else None
+
+        def late_of(f):
+            return {(c["nranks"], r["rank"]) for c in f["communicators"] for r in c["ranks"]
+                    if r["late"]}
+
+        def busiest(f, nic):
+            return max([r["tx_Bps"] or 0 for r in f["rates"] if ("nic" in r) == nic] or [0])
+
+        running = [f for f in frames if world(f) and world(f)["lead_seq"] >= 1 and
+                   world(f)["traced"] == 16 and not late_of(f)]
+        hung = [f for f in frames if late_of(f)]
+        check(running and len(hung) >= 4, "%d frames running, %d hung of %d" %
+              (len(running), len(hung), len(frames)))
+        nvl, nic = max(busiest(f, False) for f in running), max(busiest(f, True) for f in running)
+        nvl_cap, nic_cap = 18 * NVLINK_GBPS * 1e9, NIC_GBPS * 1e9 / 8
+        check(0 < nvl <= 1.1 * nvl_cap and 0 < nic <= 1.1 * nic_cap,
+              "busiest NVLink %.0f B/s (of %.0f), NIC %.0f B/s (of %.0f)" %
+              (nvl, nvl_cap, nic, nic_cap))
+        for f in hung:
+            check(late_of(f) == {(16, 11), (8, 11)}, "late %s" % late_of(f))
+        r11 = [(f["now"], [r for r in world(f)["ranks"] if r["rank"] == 11][0]) for f in hung]
+        (t0, a), (t1, b) = r11[0], r11[-1]
+        check(a["reached"] == b["reached"] == 6 and
+              abs((b["behind_s"] - a["behind_s"]) - (t1 - t0)) < 0.5,
+              "rank 11 behind %.2f -> %.2f s over %.2f s" % (a["behind_s"], b["behind_s"], t1 - t0))
+        last = hung[-1]
+        old = world(last)["oldest_unfinished"]
+        check(old and old["op"] == "AllReduce" and old["seq"] == 7 and old["entered"] == 15,
+              "oldest unfinished %s" % old)
+        quiet = [f for f in hung if min(r["behind_s"] for c in f["communicators"]
+                                        for r in c["ranks"] if r["late"]) > 4.5]
+        check(quiet and all(busiest(f, False) == 0 and busiest(f, True) == 0 for f in quiet),
+              "rates while hung: %s" % [(busiest(f, False), busiest(f, True)) for f in quiet])
+        dumps = [d for d in last["hang_dumps"] if d["rank"] == 11]
+        check(dumps and "paused" in dumps[0]["where"], "rank 11 dumps %s" % last["hang_dumps"])
+        check("LATE rank 11 (simnode1" in text and "AllReduce #7 unfinished for" in text and
+              "Hang dumps of the late ranks" in text, "text frame:\n%s" % text)
+        p = subprocess.run([os.path.join(BUILD, "bin", "icx-analyze"), "follow", "--interval",
+                            "0.2", traces], capture_output=True, text=True, timeout=60)
+        check(p.returncode == 0 and p.stdout.count("icx-analyze follow ") == 1 and
+              "Every traced process has ended" in p.stdout, "after the end: %s" % p.stdout[-500:])
 
 
 def test_nccl_collective_mismatch():
