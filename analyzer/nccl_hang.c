@@ -143,9 +143,12 @@ void icx_nccl_hangs(const struct icx_trace *t, struct icx_nccl *N, struct icx_fi
                              any ? any->t_enter + icx_nccl_wall_offset(p) - t0 : 0.0,
                              end_of(p, end, sizeof(end)), dumped ? "; " : "", dumped ? where : "");
         }
-        int disagree = 0;
+        int disagree = 0, order = 0;
         for (size_t k = 0; k < N->nmism; k++)
-            disagree |= N->mism[k].comm_id == c->id && N->mism[k].seq == s->seq;
+            if (N->mism[k].comm_id == c->id && N->mism[k].seq == s->seq) {
+                disagree = 1;
+                order |= N->mism[k].order;
+            }
         snprintf(
             ev, sizeof(ev),
             "%d of %d ranks wait in %s #%llu of communicator %016llx since "
@@ -155,6 +158,8 @@ void icx_nccl_hangs(const struct icx_trace *t, struct icx_nccl *N, struct icx_fi
             (unsigned long long)c->id, s->since, s->ongpu, s->nwaiting - s->ongpu - s->unknown,
             s->unknown,
             s->nmissing ? who
+            : order     ? "every traced rank entered it, but not all in the same order as another "
+                          "communicator's call (see the collective_mismatch finding)"
             : disagree  ? "every traced rank entered it, but they disagree on the call (see the "
                           "collective_mismatch finding)"
                         : "every traced rank entered it (an untraced rank or the "

@@ -176,7 +176,7 @@ void icx_nccl_mismatches(const struct icx_trace *t, struct icx_nccl *N, struct i
         struct mism *mm = realloc(N->mism, (N->nmism + 1) * sizeof(*mm));
         if (mm) {
             N->mism = mm;
-            mm[N->nmism++] = (struct mism){v[i].comm_id, v[i].seq};
+            mm[N->nmism++] = (struct mism){v[i].comm_id, v[i].seq, 0};
         }
         reported = v[i].comm_id;
         any = 1;

@@ -133,7 +133,8 @@ struct icx_nccl {
     size_t nnics;
     struct mism {
         uint64_t comm_id, seq;
-    } * mism; /* the first call each communicator's ranks disagree on (nccl_mismatch.c) */
+        int order; /* 0: the ranks called different collectives; 1: in opposite orders */
+    } * mism;      /* the first call each communicator's ranks disagree on (nccl_mismatch.c) */
     size_t nmism;
 };
 
@@ -174,6 +175,8 @@ void icx_nccl_route(struct icx_nccl *N, const struct call *v, size_t n); /* nccl
 void icx_nccl_hangs(const struct icx_trace *t, struct icx_nccl *N, struct icx_findings *F);
 /* Ranks whose call #k of a communicator differs from the others' (nccl_mismatch.c). */
 void icx_nccl_mismatches(const struct icx_trace *t, struct icx_nccl *N, struct icx_findings *F);
+/* Communicators entered in opposite orders: deadlocks with no rank missing (nccl_order.c). */
+void icx_nccl_order_cycles(const struct icx_trace *t, struct icx_nccl *N, struct icx_findings *F);
 /* nccl_hang.c */
 struct icx_counters;
 /* Add to the GPUs' NVLink counter rows what NCCL's routing put on NVLink (nccl_route.c). */

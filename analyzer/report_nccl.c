@@ -47,6 +47,7 @@ static int nccl_compute(struct icx_analysis *A)
     icx_nccl_route(N, v, n);
     free(v);
     icx_nccl_mismatches(A->t, N, &A->findings); /* before the hangs: it may explain one */
+    icx_nccl_order_cycles(A->t, N, &A->findings);
     icx_nccl_hangs(A->t, N, &A->findings);
     N->t = A->t;
     A->nccl = N;

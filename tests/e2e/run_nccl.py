@@ -577,6 +577,30 @@ def test_nccl_hang_watchdog_skip_node():
               "evidence %s" % hangs[0]["evidence"])
 
 
+def test_nccl_opposite_order():
+    """Rank 11 calls, in step 2, its node communicator's all-gather before the world all-reduce,
+    the others after it (--mismatch 11:2:order): every rank issues every call, none differs, yet
+    rank 11's stream runs the all-gather, which waits for its node's 7 other ranks, whose copies
+    are queued behind their all-reduce, which waits for rank 11's, queued behind its all-gather.
+    Ended by SIGTERM, and in a second job by SIGKILL (no final flush: the GPU states unknown, the
+    streams' order from the calls' entries), the traces give one collective_mismatch naming rank
+    11 and both calls, and the hangs of both calls explained by it -- nothing else."""
+    for sig in ("15", "9"):
+        with tempfile.TemporaryDirectory() as tmp:
+            doc, _ = job(tmp, sim_args=("--kill-after", "6", "--kill-signal", sig, "--mismatch",
+                                        "11:2:order"), want_rc=124)
+            mm = [f for f in doc["findings"] if f["kind"] == "collective_mismatch"]
+            check(len(mm) == 1 and mm[0]["ranks"] == [11], "signal %s: findings %s"
+                  % (sig, doc["findings"]))
+            ev = mm[0]["evidence"]
+            check("rank 11 (simnode1) issued AllGather #3 of communicator" in ev and
+                  "before AllReduce #7 of communicator" in ev and "7 other ranks the reverse" in ev
+                  and "a deadlock of the 8 ranks that issued both" in ev, "evidence %s" % ev)
+            others = [f for f in doc["findings"] if f["kind"] != "collective_mismatch"]
+            check(others and all(f["kind"] == "hang" and "not all in the same order" in
+                                 f["evidence"] for f in others), "other findings %s" % others)
+
+
 def test_nccl_watchdog_quiet_when_clean():
     """A clean job with the watchdog at its shortest (ICX_HANG_S=1): no dump, no finding."""
     with tempfile.TemporaryDirectory() as tmp:

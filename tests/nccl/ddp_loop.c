@@ -22,8 +22,10 @@
  * (ddp_checkpoint_writer) took and never releases; DDP_MISMATCH_RANK=R with
  * DDP_MISMATCH_STEP=S and DDP_MISMATCH=op|count|skip|skip-node makes rank R call, in step S, an
  * all-gather where the others call the world all-reduce (op), the all-reduce with half the count
- * (count), nothing (skip: its next collective meets their all-reduce), or everything but the
- * node communicator's all-gather (skip-node): the job hangs there, as with NCCL.
+ * (count), nothing (skip: its next collective meets their all-reduce), everything but the
+ * node communicator's all-gather (skip-node), or the node communicator's all-gather first, before
+ * the world all-reduce (order: the two communicators in opposite orders): the job hangs there, as
+ * with NCCL.
  * Ground truth in DIR/truth-RANK:
  * "<comm> <op> <calls> <bytes>" per op, bytes as nccl-tests count them (one rank's buffer:
  * all-gather its send part, reduce-scatter its receive part). */
@@ -217,6 +219,11 @@ int main(int argc, char **argv)
             bad |= expect(pbuf, pcount, (float)pn, h, "pair allreduce", s);
         }
         fill(grad, count, (float)(rank + 1 + s), h);
+        int swapped = rank == mm_rank && s == mm_step && !strcmp(mm, "order");
+        if (swapped) {
+            fill(agin, ag, (float)lr, h);
+            CK(ncclAllGather(agin, agout, ag, ncclFloat, nc, st));
+        }
         if (rank == mm_rank && s == mm_step && !strcmp(mm, "op"))
             CK(ncclAllGather(grad + (size_t)rank * (count / (size_t)world), grad,
                              count / (size_t)world, ncclFloat, wc, st));
@@ -234,7 +241,7 @@ int main(int argc, char **argv)
         fill(bbuf, bc, rank == 0 ? (float)s : -1.0f, h);
         CK(ncclBcast(bbuf, bc, ncclFloat, 0, wc, st));
         fill(agin, ag, (float)lr, h);
-        if (!(rank == mm_rank && s == mm_step && !strcmp(mm, "skip-node")))
+        if (!(rank == mm_rank && s == mm_step && !strcmp(mm, "skip-node")) && !swapped)
             CK(ncclAllGather(agin, agout, ag, ncclFloat, nc, st));
         fill(rsin, rs * (size_t)world, 1.0f, h);
         CK(ncclReduceScatter(rsin, rsout, rs, ncclFloat, ncclSum, wc, st));
