@@ -15,9 +15,10 @@
 /* What a decoder learns from the reader about an EVENT record, and what it may leave for the
  * next record (a STACK_REF refers to the event just before it). */
 struct icx_decode_ctx {
-    int64_t ts;       /* the event's absolute tick time (EVENT records) */
-    uint32_t tid;     /* the thread of its block */
-    size_t last_copy; /* 1-based index of the copy a following STACK_REF belongs to; 0 none */
+    int64_t ts;        /* the event's absolute tick time (EVENT records) */
+    uint32_t tid;      /* the thread of its block */
+    size_t last_copy;  /* 1-based index of the copy a following STACK_REF belongs to; 0 none */
+    size_t last_ncall; /* the same for an NCCL call */
 };
 
 typedef void (*icx_decode_fn)(struct icx_proc *p, const struct icx_rec *r, size_t size,

@@ -88,6 +88,8 @@ void icx_decode_cuda(struct icx_proc *p, const struct icx_rec *r, size_t size,
     case ICX_REC_STACK_REF:
         if (ctx->last_copy && ctx->last_copy <= p->ncopies)
             p->copies[ctx->last_copy - 1].stack_id = r->aux;
+        else if (ctx->last_ncall && ctx->last_ncall <= p->nncalls)
+            p->ncalls[ctx->last_ncall - 1].stack_id = r->aux;
         break;
     case ICX_REC_CUDA_COPY:
     case ICX_REC_CUDA_ALLOC:

@@ -43,6 +43,7 @@ void icx_decode_nccl(struct icx_proc *p, const struct icx_rec *r, size_t size,
         c->ts = ts;
         c->dur = (int64_t)x->e.dur;
         c->gpu_id = size >= sizeof(*x) ? x->gpu_id : 0;
+        ctx->last_ncall = p->nncalls; /* its STACK_REF may follow */
     }
 }
 

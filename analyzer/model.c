@@ -126,6 +126,21 @@ const struct icx_stack_def *icx_stack_find(const struct icx_proc *p, uint32_t id
     return NULL;
 }
 
+int icx_stack_text(const struct icx_proc *p, uint32_t id, unsigned frames, char *buf, size_t len)
+{
+    const struct icx_stack_def *st = id ? icx_stack_find(p, id) : NULL;
+    size_t used = 0;
+    buf[0] = 0;
+    for (uint32_t k = 0; st && k < st->depth && k < frames && used < len; k++) {
+        const char *sym = icx_symbol_find(p, st->pc[k]);
+        int w = sym ? snprintf(buf + used, len - used, "%s%s", k ? " <- " : "", sym)
+                    : snprintf(buf + used, len - used, "%s0x%llx", k ? " <- " : "",
+                               (unsigned long long)st->pc[k]);
+        used += w > 0 ? (size_t)w : 0;
+    }
+    return st != NULL;
+}
+
 const struct icx_span *icx_span_find(const struct icx_proc *p, uint32_t id)
 {
     size_t lo = 0, hi = p->nspans;

@@ -152,6 +152,7 @@ struct icx_rd_ncomm {
 struct icx_rd_ncall {
     unsigned api;
     uint32_t tid, group;
+    uint32_t stack_id; /* the call's stack (the entry record's STACK_REF); 0 none */
     uint64_t comm, count, bytes, stream, seq;
     int peer, result;
     int pending; /* the entry record: the call may never have returned */
@@ -274,6 +275,9 @@ struct icx_rd_thread *icx_thread_get(struct icx_proc *p, uint32_t tid);
 
 /* A stack of process p by id, or NULL. */
 const struct icx_stack_def *icx_stack_find(const struct icx_proc *p, uint32_t id);
+/* Stack `id` of p as "f+0x1 (mod) <- g+0x2 (mod)", its innermost `frames` frames (unsymbolized
+ * addresses in hex): 1, or 0 and "" when p has no such stack. */
+int icx_stack_text(const struct icx_proc *p, uint32_t id, unsigned frames, char *buf, size_t len);
 /* "function+0xoff (module)" for a return address, or NULL when the trace has no symbol for it. */
 const char *icx_symbol_find(const struct icx_proc *p, uint64_t addr);
 

@@ -18,6 +18,7 @@ struct sig {
     int op, root, rank; /* root: -1 where the op has none; rank: in the communicator */
     unsigned dtype, redop;
     const struct icx_proc *p;
+    size_t k; /* the call's index in p->ncalls */
 };
 
 static int sig_cmp(const void *a, const void *b)
@@ -79,6 +80,23 @@ static size_t majority(const struct sig *v, size_t i, size_t j, size_t *count)
     return best;
 }
 
+/* "; rank R's call came from: f <- g; rank Q's (the others'): h <- i", as far as the traces hold
+ * the calls' stacks (the tracer takes one per new call shape and thread). */
+static void append_stacks(char *ev, size_t len, const struct sig *odd, const struct sig *usual)
+{
+    size_t used = strlen(ev);
+    char st[600];
+    const struct sig *side[2] = {odd, usual};
+    for (int k = 0; k < 2 && side[k] && used < len; k++) {
+        const struct sig *x = side[k];
+        if (!icx_stack_text(x->p, icx_nccl_call_stack(x->p, x->k), 6, st, sizeof(st)))
+            continue;
+        int w = snprintf(ev + used, len - used, "; rank %d's call%s came from: %s", x->rank,
+                         k ? " (the others')" : "", st);
+        used += w > 0 ? (size_t)w : 0;
+    }
+}
+
 /* The end of the group that starts at i (same communicator and call number). */
 static size_t group_end(const struct sig *v, size_t n, size_t i)
 {
@@ -112,7 +130,8 @@ void icx_nccl_mismatches(const struct icx_trace *t, struct icx_nccl *N, struct i
                                   cm->rank,
                                   c->dtype,
                                   op == 0 || op == 2 || op == 4 ? c->redop : 0,
-                                  p};
+                                  p,
+                                  k};
         }
     }
     if (n)
@@ -135,10 +154,11 @@ void icx_nccl_mismatches(const struct icx_trace *t, struct icx_nccl *N, struct i
             continue;
         }
         int tie = 2 * best_n <= j - i;
-        char want[160], got[160], who[700] = "", ev[1400];
+        char want[160], got[160], who[700] = "", ev[2600];
         describe(want, sizeof(want), &v[best]);
         size_t o = 0;
         const struct icx_proc *first = NULL;
+        const struct sig *first_odd = NULL;
         int odd = 0;
         for (size_t a = i; a < j; a++) {
             if (same(&v[a], &v[best]))
@@ -151,6 +171,7 @@ void icx_nccl_mismatches(const struct icx_trace *t, struct icx_nccl *N, struct i
                     odd ? "; " : "", v[a].rank, v[a].p->rank, v[a].p->host ? v[a].p->host : "?",
                     got, skipped ? " (the others' next call: it skipped this one)" : "");
             first = first ? first : v[a].p;
+            first_odd = first_odd ? first_odd : &v[a];
             odd++;
         }
         if (tie)
@@ -168,6 +189,7 @@ void icx_nccl_mismatches(const struct icx_trace *t, struct icx_nccl *N, struct i
                      "disagree on (it hangs there, or for some counts corrupts data)",
                      (unsigned long long)v[i].seq, (unsigned long long)v[i].comm_id, who, best_n,
                      j - i, want);
+        append_stacks(ev, sizeof(ev), first_odd, &v[best]);
         icx_finding_add(
             F, "collective_mismatch", first, ev,
             "make every rank issue the same collectives in the same order with the same "

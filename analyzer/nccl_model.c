@@ -113,6 +113,18 @@ int icx_nccl_entry_returned(const struct icx_proc *p, size_t i)
     return 0;
 }
 
+uint32_t icx_nccl_call_stack(const struct icx_proc *p, size_t i)
+{
+    const struct icx_rd_ncall *c = &p->ncalls[i];
+    for (size_t k = 0; k < p->nncalls; k++) {
+        const struct icx_rd_ncall *x = &p->ncalls[k];
+        if (x->stack_id && x->api == c->api && x->comm == c->comm && x->count == c->count &&
+            x->dtype == c->dtype && x->redop == c->redop && x->peer == c->peer)
+            return x->stack_id;
+    }
+    return 0;
+}
+
 double icx_nccl_wall_offset(const struct icx_proc *p)
 {
     return p->nclocks ? ((double)p->clocks[0].real_ns - (double)p->clocks[0].mono_ns) / 1e9 : 0;

@@ -143,6 +143,10 @@ int icx_nccl_dcmp(const void *a, const void *b);
 int icx_nccl_call_cmp(const void *a, const void *b);
 struct comm *icx_nccl_comm_get(struct icx_nccl *N, uint64_t id, int nranks);
 void icx_nccl_push(double **v, size_t *n, double x);
+/* The stack recorded for a call of p of the same shape as p->ncalls[i] (op, handle, count, type,
+ * reduction, root or peer): the tracer takes one the first time a thread makes a call of a new
+ * shape.  0: none. */
+uint32_t icx_nccl_call_stack(const struct icx_proc *p, size_t i);
 /* The communicator a call of process p used: the latest creation of that handle before t. */
 const struct icx_rd_ncomm *icx_nccl_comm_of(const struct icx_proc *p, uint64_t h, double t);
 /* Every call is written on entry (pending) and on return: did the entry record p->ncalls[i] get
@@ -177,6 +181,8 @@ void icx_nccl_hangs(const struct icx_trace *t, struct icx_nccl *N, struct icx_fi
 void icx_nccl_mismatches(const struct icx_trace *t, struct icx_nccl *N, struct icx_findings *F);
 /* Communicators entered in opposite orders: deadlocks with no rank missing (nccl_order.c). */
 void icx_nccl_order_cycles(const struct icx_trace *t, struct icx_nccl *N, struct icx_findings *F);
+/* Sends and receives that do not pair up in count or size (nccl_p2p.c). */
+void icx_nccl_p2p_pairs(const struct icx_trace *t, struct icx_nccl *N, struct icx_findings *F);
 /* nccl_hang.c */
 struct icx_counters;
 /* Add to the GPUs' NVLink counter rows what NCCL's routing put on NVLink (nccl_route.c). */

@@ -129,7 +129,7 @@ static int stream_header(struct decoder *d, const struct icx_rec *r, char *err, 
     d->in->processes++;
     d->cur = p;
     d->in_block = 0;
-    d->ctx.last_copy = 0;
+    d->ctx.last_copy = d->ctx.last_ncall = 0;
     return 0;
 }
 
@@ -165,7 +165,7 @@ static int decode_record(struct decoder *d, const struct icx_rec *r, char *err, 
             return -1;
         d->prev_ts += e->ts;
         d->ctx.ts = d->prev_ts;
-        d->ctx.last_copy = 0;
+        d->ctx.last_copy = d->ctx.last_ncall = 0;
     }
     dec->fn(p, r, size, &d->ctx);
     return 0;
@@ -175,7 +175,7 @@ static int decode_frame(struct decoder *d, const uint8_t *buf, size_t len, char 
 {
     size_t off = 0;
     d->in_block = 0; /* blocks never span frames, nor does an event's STACK_REF */
-    d->ctx.last_copy = 0;
+    d->ctx.last_copy = d->ctx.last_ncall = 0;
     while (off < len) {
         if (len - off < sizeof(struct icx_rec)) {
             snprintf(err, errlen, "record header cut at frame offset %zu", off);

@@ -48,6 +48,7 @@ static int nccl_compute(struct icx_analysis *A)
     free(v);
     icx_nccl_mismatches(A->t, N, &A->findings); /* before the hangs: it may explain one */
     icx_nccl_order_cycles(A->t, N, &A->findings);
+    icx_nccl_p2p_pairs(A->t, N, &A->findings);
     icx_nccl_hangs(A->t, N, &A->findings);
     N->t = A->t;
     A->nccl = N;

@@ -414,16 +414,6 @@ static void icx_dump(struct icx_frame *f, int reason, uint64_t age, uint64_t thr
             h->api = call->api;
         }
     }
-    /* every address of the dump symbolized now, in one pass (a SIGKILL may follow) */
-    uint64_t *all = s ? malloc((size_t)n * ICX_DUMP_DEPTH * sizeof(*all)) : NULL;
-    size_t nall = 0;
-    for (int i = 0; all && i < n; i++)
-        if (atomic_load(&s[i].state) == SLOT_DONE)
-            for (int k = 0; k < s[i].depth; k++)
-                all[nall++] = s[i].pc[k];
-    if (nall)
-        icx_stack_symbolize_pcs(f, all, nall);
-    free(all);
     for (int i = 0; i < n; i++) {
         int done = s && atomic_load(&s[i].state) == SLOT_DONE && s[i].depth > 0;
         uint32_t stack = done ? icx_stack_define(f, s[i].pc, (uint32_t)s[i].depth) : 0;
@@ -447,6 +437,7 @@ static void icx_dump(struct icx_frame *f, int reason, uint64_t age, uint64_t thr
         r->pthread = done ? s[i].pthread : 0;
         r->arg0 = ti[i].arg0;
     }
+    icx_stack_symbolize_new(f); /* these stacks and the traced calls' before them, now */
     int py = icx_python_stacks(f, episode);
     if (h)
         h->python = (uint32_t)py;

@@ -10,6 +10,7 @@
 #include "nccl_coll.h"
 #include "nccl_comm.h"
 #include "nccl_real.h"
+#include "stack.h"
 #include "tbuf.h"
 
 ICX_TLS int icx_nccl_guard;
@@ -136,6 +137,39 @@ struct icx_ncoll {
     struct icx_gpu_req gpu;
 };
 
+/* Call stacks of NCCL calls, for the mismatch evidence: a thread's stack is taken the first time
+ * it makes a call of a new shape (op, communicator, count, type, reduction, root or peer) -- a
+ * training loop repeats a few shapes, and a call that differs from the other ranks' is, on its
+ * own rank, a new one -- at most ICX_NCCL_STACKS_PER_S a second per thread.  The shapes seen are
+ * a direct-mapped per-thread table of hashes: a collision only costs a second stack. */
+#define ICX_NCCL_SHAPES 256
+#define ICX_NCCL_STACKS_PER_S 64
+static ICX_TLS uint32_t icx_nccl_shapes[ICX_NCCL_SHAPES];
+static ICX_TLS uint64_t icx_nccl_stack_window; /* tick the current second began */
+static ICX_TLS unsigned icx_nccl_stack_used;
+
+static int icx_nccl_shape_new(const struct icx_ncoll *k)
+{
+    uint64_t h = (uint64_t)k->api * 0x9e3779b97f4a7c15ull ^ (uintptr_t)k->comm;
+    h = (h ^ k->count) * 0xff51afd7ed558ccdull;
+    h = (h ^ ((uint64_t)(uint32_t)k->dt << 40 ^ (uint64_t)(uint32_t)k->redop << 20 ^
+              (uint32_t)k->peer)) *
+        0xc4ceb9fe1a85ec53ull;
+    uint32_t tag = (uint32_t)(h >> 32) | 1, *slot = &icx_nccl_shapes[h % ICX_NCCL_SHAPES];
+    if (*slot == tag)
+        return 0;
+    uint64_t now = k->call.t0, second = 1000000ull * icx_ticks_per_us;
+    if (now - icx_nccl_stack_window > second) {
+        icx_nccl_stack_window = now;
+        icx_nccl_stack_used = 0;
+    }
+    if (icx_nccl_stack_used >= ICX_NCCL_STACKS_PER_S)
+        return 0; /* not remembered: its stack is taken when the budget allows */
+    icx_nccl_stack_used++;
+    *slot = tag;
+    return 1;
+}
+
 /* 1: traced (the entry record is written); 0: pass the call straight through.  p2p_dir: -1 a
  * collective, 0 a send, 1 a receive. */
 static inline __attribute__((always_inline)) int
@@ -154,6 +188,8 @@ icx_ncoll_begin(struct icx_ncoll *k, enum icx_api api, ncclComm_t comm, size_t c
     k->stream = stream;
     k->seq = icx_ncomm_next_seq(comm, peer, p2p_dir);
     icx_rec_call(api, k->call.t0, 1, comm, count, dt, redop, peer, k->seq, stream, ncclSuccess, 0);
+    if (icx_cfg.stack_control && icx_nccl_shape_new(k))
+        icx_stack_capture(); /* STACK_REF after the entry record */
     if (icx_group_depth)
         icx_group_note_stream(stream);
     else if (icx_nccl_gpu_on())

@@ -231,29 +231,34 @@ void icx_stack_symbolize_pcs(struct icx_frame *f, uint64_t *all, size_t n)
     free(mods);
 }
 
-static void icx_stack_symbolize(struct icx_frame *f)
+static uint32_t icx_stacks_symbolized; /* stacks 1..this have their SYMBOL records */
+
+void icx_stack_symbolize_new(struct icx_frame *f)
 {
     size_t total = 0;
     for (size_t i = 0; i < icx_stacks_cap; i++)
-        total += icx_stacks[i].pc ? icx_stacks[i].depth : 0;
-    if (!total)
-        return;
-    uint64_t *all = malloc(total * sizeof(*all));
+        if (icx_stacks[i].pc && icx_stacks[i].id > icx_stacks_symbolized)
+            total += icx_stacks[i].depth;
+    uint64_t *all = total ? malloc(total * sizeof(*all)) : NULL;
     if (!all)
         return;
     size_t n = 0;
     for (size_t i = 0; i < icx_stacks_cap; i++)
-        for (uint32_t k = 0; icx_stacks[i].pc && k < icx_stacks[i].depth; k++)
+        for (uint32_t k = 0; icx_stacks[i].pc && icx_stacks[i].id > icx_stacks_symbolized &&
+                             k < icx_stacks[i].depth;
+             k++)
             all[n++] = icx_stacks[i].pc[k];
     icx_stack_symbolize_pcs(f, all, n);
     free(all);
+    icx_stacks_symbolized = (uint32_t)icx_stacks_n;
 }
 
-/* Symbols are looked up once, when the trace is finished (not before a fatal signal: too slow). */
+/* Symbols are looked up when the trace is finished (not before a fatal signal: too slow), and
+ * at a hang dump (icx_stack_symbolize_new: a SIGKILL may follow). */
 static void icx_stack_tick(struct icx_frame *f, enum icx_tick_kind kind)
 {
     if (kind == ICX_TICK_EXIT)
-        icx_stack_symbolize(f);
+        icx_stack_symbolize_new(f);
 }
 
 /* A traced child starts a stream of its own: its stacks must be defined in it again. */
@@ -264,6 +269,7 @@ static void icx_stack_fork_child(void)
     free(icx_stacks);
     icx_stacks = NULL;
     icx_stacks_cap = icx_stacks_n = 0;
+    icx_stacks_symbolized = 0;
 }
 
 const struct icx_module icx_mod_stack = {

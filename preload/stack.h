@@ -17,6 +17,9 @@ struct icx_frame;
 /* Writer: the id of the stack pc[0..depth) (innermost first), its STACK record into f when new;
  * 0 when out of memory. */
 uint32_t icx_stack_define(struct icx_frame *f, const uint64_t *pc, uint32_t depth);
+/* Writer: SYMBOL records now for the stacks defined since the last call (the hang dump's, and
+ * those of traced calls before it: a SIGKILL may follow). */
+void icx_stack_symbolize_new(struct icx_frame *f);
 /* Writer: SYMBOL records for these addresses now (a dump must not wait for the end); sorts pc
  * in place. */
 void icx_stack_symbolize_pcs(struct icx_frame *f, uint64_t *pc, size_t n);

@@ -11,6 +11,7 @@ Usage: run_nccl.py BUILD_DIR [TEST_NAME...]   Prints PASS/FAIL/SKIP lines and 'N
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -599,6 +600,47 @@ def test_nccl_opposite_order():
             others = [f for f in doc["findings"] if f["kind"] != "collective_mismatch"]
             check(others and all(f["kind"] == "hang" and "not all in the same order" in
                                  f["evidence"] for f in others), "other findings %s" % others)
+
+
+def test_nccl_p2p_mismatch():
+    """Send/receive pairing.  Rank 11 posts, in step 2, its ring receive from rank 10 with half
+    the count (--mismatch 11:2:recv-count), in a second job no ring receive at all (skip-recv).
+    The simulated NCCL, like NCCL, pairs the n-th send with the n-th receive: the job goes on with
+    shifted messages and ends with wrong results (exit 1).  From the traces: one
+    collective_mismatch naming rank 11 -- send/receive #3 10 -> 11 with both sizes, or 5 sends
+    against 4 receives with the unmatched send #5 -- and no other finding."""
+    for kind, want in (("recv-count", "send/receive #3 from rank 10 to rank 11 on communicator"),
+                       ("skip-recv", "sent 5 messages to rank 11, which posted 4 receives from "
+                                     "rank 10 (most pairs of ranks there: 5 and 5): send #5")):
+        with tempfile.TemporaryDirectory() as tmp:
+            doc, _ = job(tmp, sim_args=("--kill-after", "20", "--mismatch", "11:2:" + kind),
+                         want_rc=1)
+            check(len(doc["findings"]) == 1 and doc["findings"][0]["kind"] ==
+                  "collective_mismatch" and doc["findings"][0]["ranks"] == [11],
+                  "%s: findings %s" % (kind, doc["findings"]))
+            ev = doc["findings"][0]["evidence"]
+            check(want in ev and ("sent 16384 bytes" in ev and "receive for 8192" in ev
+                                  if kind == "recv-count" else "has no receive" in ev),
+                  "%s: evidence %s" % (kind, ev))
+
+
+def test_nccl_mismatch_call_stacks():
+    """The collective_mismatch evidence shows where each side's call was made.  Rank 11 calls the
+    world all-reduce with half the count in step 2 (--mismatch 11:2:count); the tracer takes a
+    thread's stack the first time it makes an NCCL call of a new shape, and the watchdog
+    (ICX_HANG_S=2) symbolizes the stacks at its dump, so a SIGKILL that follows loses none.  The
+    evidence names rank 11's call site and the others' -- two different places in ddp_loop's
+    main (the two ncclAllReduce lines)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        doc, _ = job(tmp, sim_args=("--kill-after", "6", "--kill-signal", "9", "--mismatch",
+                                    "11:2:count"), want_rc=124, ICX_HANG_S=2)
+        mm = [f for f in doc["findings"] if f["kind"] == "collective_mismatch"]
+        check(len(mm) == 1 and mm[0]["ranks"] == [11], "findings %s" % doc["findings"])
+        ev = mm[0]["evidence"]
+        mine = re.search(r"rank 11's call came from: main\+(0x[0-9a-f]+) \(ddp_loop\)", ev)
+        theirs = re.search(r"rank \d+'s call \(the others'\) came from: main\+(0x[0-9a-f]+) "
+                           r"\(ddp_loop\)", ev)
+        check(mine and theirs and mine.group(1) != theirs.group(1), "evidence %s" % ev)
 
 
 def test_nccl_watchdog_quiet_when_clean():

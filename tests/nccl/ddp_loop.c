@@ -24,8 +24,8 @@
  * all-gather where the others call the world all-reduce (op), the all-reduce with half the count
  * (count), nothing (skip: its next collective meets their all-reduce), everything but the
  * node communicator's all-gather (skip-node), or the node communicator's all-gather first, before
- * the world all-reduce (order: the two communicators in opposite orders): the job hangs there, as
- * with NCCL.
+ * the world all-reduce (order: the two communicators in opposite orders), its ring receive with
+ * half the count (recv-count) or no ring receive (skip-recv): the job hangs there, as with NCCL.
  * Ground truth in DIR/truth-RANK:
  * "<comm> <op> <calls> <bytes>" per op, bytes as nccl-tests count them (one rank's buffer:
  * all-gather its send part, reduce-scatter its receive part). */
@@ -236,7 +236,11 @@ int main(int argc, char **argv)
         fill(sbuf, ring, (float)(rank * 1000 + s), h);
         CK(ncclGroupStart());
         CK(ncclSend(sbuf, ring, ncclFloat, next, wc, st));
-        CK(ncclRecv(rbuf, ring, ncclFloat, prev, wc, st));
+        if (!(rank == mm_rank && s == mm_step && !strcmp(mm, "skip-recv")))
+            CK(ncclRecv(rbuf,
+                        rank == mm_rank && s == mm_step && !strcmp(mm, "recv-count") ? ring / 2
+                                                                                     : ring,
+                        ncclFloat, prev, wc, st));
         CK(ncclGroupEnd());
         fill(bbuf, bc, rank == 0 ? (float)s : -1.0f, h);
         CK(ncclBcast(bbuf, bc, ncclFloat, 0, wc, st));
