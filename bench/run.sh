@@ -37,11 +37,13 @@ for r in $(seq "$ROUNDS"); do
     $N >>"$tmp/n-none"
     ICX_GPU_TIMING=off ICX_QUIET=1 ICX_OUTPUT="$tmp/t-noff.icx.zst" LD_PRELOAD="$LIB" $N >>"$tmp/n-off"
     ICX_QUIET=1 ICX_OUTPUT="$tmp/t-ndef.icx.zst" LD_PRELOAD="$LIB" $N >>"$tmp/n-def"
+    # the same without the per-shape call stacks (ICX_STACKS=0): what the shape check costs
+    ICX_STACKS=0 ICX_QUIET=1 ICX_OUTPUT="$tmp/t-nnostk.icx.zst" LD_PRELOAD="$LIB" $N >>"$tmp/n-nostk"
 done
 python3 - "$tmp" "$BUILD/bin/icx-analyze" <<'PY'
 import json, statistics, subprocess, sys, os
 d = sys.argv[1]
-for t in ("off", "sample", "all", "stk", "vagg", "vev", "noff", "ndef"):
+for t in ("off", "sample", "all", "stk", "vagg", "vev", "noff", "ndef", "nnostk"):
     doc = json.loads(subprocess.run([sys.argv[2], "summarize", "--json", os.path.join(d, "t-%s.icx.zst" % t)],
                                     capture_output=True, text=True, check=True).stdout)
     lost = doc["processes"][0]["lost"]
@@ -69,5 +71,6 @@ table("cudaMemcpyPeerAsync, null libcudart, ns per call (median over rounds of t
 table("ibv_post_send (one 4 KiB RDMA WRITE), null libibverbs, ns per call", "v-none",
       (("v-agg", "icxtrace, aggregates (default)"), ("v-ev", "icxtrace, ICX_VERBS_EVENTS=1")))
 table("ncclAllReduce, null libnccl + null libcudart (event records free here), ns per call", "n-none",
-      (("n-off", "icxtrace, ICX_GPU_TIMING=off"), ("n-def", "icxtrace, default (GPU-timed)")))
+      (("n-off", "icxtrace, ICX_GPU_TIMING=off"), ("n-def", "icxtrace, default (GPU-timed)"),
+       ("n-nostk", "icxtrace, default + ICX_STACKS=0")))
 PY
