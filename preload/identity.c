@@ -15,7 +15,7 @@
 static const char *icx_first_env(const char *const *names)
 {
     for (; *names; names++) {
-        const char *v = getenv(*names);
+        const char *v = secure_getenv(*names);
         if (v && *v)
             return v;
     }
@@ -134,7 +134,7 @@ int icx_expand_output(const char *pattern, char *out, size_t outlen)
 
 int icx_output_resolve(int child)
 {
-    const char *pat = getenv("ICX_OUTPUT");
+    const char *pat = secure_getenv("ICX_OUTPUT");
     if (!pat || !*pat)
         pat = "icxtrace/%h-%p.icx.zst";
     char expanded[4096];

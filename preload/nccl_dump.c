@@ -6,6 +6,7 @@
  * NCCL_{TOPO,GRAPH}_DUMP_FILE_RANK (0 by default) only; after every creation whatever was written
  * is queued for the trace, tagged with the communicator's id (private files are then removed; a
  * file of the user's is kept, and a text equal to the last one read from it not queued again). */
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 static const char *const icx_dump_env[2] = {"NCCL_TOPO_DUMP_FILE", "NCCL_GRAPH_DUMP_FILE"};
 static char icx_dump_path[2][256];
 static int icx_dump_ours[2];
+static char icx_dump_dir[64];     /* our private directory for them (mkdtemp, 0700), "" none */
 static uint64_t icx_dump_last[2]; /* hash of the last text read from a file of the user's */
 static int icx_dump_prepared;     /* under icx_dump_lock */
 static pthread_mutex_t icx_dump_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -55,16 +57,26 @@ void icx_nccl_dumps_prepare(void)
     }
     icx_dump_prepared = 1;
     for (int k = 0; k < 2; k++) {
-        const char *v = getenv(icx_dump_env[k]);
+        const char *v = secure_getenv(icx_dump_env[k]);
         int pid = 0;
         /* a private file of a traced parent's (the variable was inherited): not the user's */
-        int inherited = v && sscanf(v, "/tmp/icxtrace-%d-nccl-", &pid) == 1 && pid != (int)getpid();
+        int inherited = v && sscanf(v, "/tmp/icxtrace-%d-", &pid) == 1 && pid != (int)getpid();
         if (v && *v && !inherited) {
             snprintf(icx_dump_path[k], sizeof(icx_dump_path[k]), "%s", v);
             continue;
         }
-        snprintf(icx_dump_path[k], sizeof(icx_dump_path[k]), "/tmp/icxtrace-%d-nccl-%s.xml",
-                 (int)getpid(), k ? "graph" : "topo");
+        /* In a directory only we can enter: NCCL fopen()s the file for writing, and a name in
+         * /tmp itself could be a link planted by another user to a file of ours. */
+        if (!icx_dump_dir[0]) {
+            snprintf(icx_dump_dir, sizeof(icx_dump_dir), "/tmp/icxtrace-%d-XXXXXX", (int)getpid());
+            if (!mkdtemp(icx_dump_dir)) {
+                icx_dump_dir[0] = 0;
+                icx_debug("no private directory for NCCL's dumps: %s\n", strerror(errno));
+                continue;
+            }
+        }
+        snprintf(icx_dump_path[k], sizeof(icx_dump_path[k]), "%s/nccl-%s.xml", icx_dump_dir,
+                 k ? "graph" : "topo");
         icx_dump_ours[k] = setenv(icx_dump_env[k], icx_dump_path[k], 1) == 0;
     }
     pthread_mutex_unlock(&icx_dump_lock);
@@ -102,7 +114,7 @@ static void icx_dumps_read(uint64_t comm_id)
  * trace.  Output to stdout is not touched. */
 static void icx_debug_collect(void)
 {
-    const char *f = getenv("NCCL_DEBUG_FILE");
+    const char *f = secure_getenv("NCCL_DEBUG_FILE");
     if (!f || !*f)
         return;
     char host[256] = "", path[512];
@@ -192,6 +204,8 @@ void icx_nccl_dumps_fini(void)
     for (int k = 0; k < 2; k++)
         if (icx_dump_ours[k])
             unlink(icx_dump_path[k]); /* fails harmlessly when read and removed already */
+    if (icx_dump_dir[0])
+        rmdir(icx_dump_dir);
 }
 
 void icx_nccl_dumps_fork_prepare(void)
@@ -220,4 +234,5 @@ void icx_nccl_dumps_fork_child(void)
     icx_dump_tail = &icx_dump_head;
     icx_dump_prepared = 0;
     icx_dump_ours[0] = icx_dump_ours[1] = 0;
+    icx_dump_dir[0] = 0; /* the parent's, removed by the parent */
 }

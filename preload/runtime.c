@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/auxv.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -75,7 +76,7 @@ static int icx_cpu_has_invariant_tsc(void)
 
 static long icx_env_long(const char *name, long def, long lo, long hi)
 {
-    const char *v = getenv(name);
+    const char *v = secure_getenv(name);
     if (!v || !*v)
         return def;
     char *end;
@@ -90,7 +91,9 @@ static long icx_env_long(const char *name, long def, long lo, long hi)
 
 void icx_config_load(void)
 {
-    icx_cfg.disabled = (int)icx_env_long("ICX_DISABLE", 0, 0, 1);
+    /* Configuration comes from secure_getenv: in a set-user-ID or otherwise privileged process
+     * (AT_SECURE) none is read, and the tracer stays off -- it must not write files there. */
+    icx_cfg.disabled = (int)icx_env_long("ICX_DISABLE", 0, 0, 1) || getauxval(AT_SECURE);
     icx_cfg.debug = (int)icx_env_long("ICX_DEBUG", 0, 0, 9);
     icx_cfg.quiet = (int)icx_env_long("ICX_QUIET", 0, 0, 1);
     icx_cfg.level = (int)icx_env_long("ICX_ZSTD_LEVEL", 1, -7, 19);
@@ -100,7 +103,7 @@ void icx_config_load(void)
     while (bytes < (size_t)kb * 1024)
         bytes <<= 1;
     icx_cfg.buffer_bytes = bytes;
-    const char *t = getenv("ICX_GPU_TIMING");
+    const char *t = secure_getenv("ICX_GPU_TIMING");
     icx_cfg.gpu_timing = ICX_GPUT_SAMPLE;
     if (t && strcmp(t, "off") == 0)
         icx_cfg.gpu_timing = ICX_GPUT_OFF;
@@ -116,10 +119,20 @@ void icx_config_load(void)
     icx_cfg.follow_fork = (int)icx_env_long("ICX_FOLLOW_FORK", 0, 0, 1);
     icx_cfg.sample_ms = (unsigned)icx_env_long("ICX_SAMPLE_MS", 100, 0, 3600000);
     icx_cfg.verbs_events = (int)icx_env_long("ICX_VERBS_EVENTS", 0, 0, 1);
-    const char *hang = getenv("ICX_HANG_S");
+    const char *mode = secure_getenv("ICX_MODE");
+    char *mend = NULL;
+    long m = mode && *mode ? strtol(mode, &mend, 8) : 0600;
+    if (mode && *mode && (*mend || m < 0 || m > 0777 || (m & 0600) != 0600)) {
+        icx_log("ignoring ICX_MODE=%s (expected octal permissions like 0640 that let the owner "
+                "read and write)\n",
+                mode);
+        m = 0600;
+    }
+    icx_cfg.file_mode = (unsigned)m;
+    const char *hang = secure_getenv("ICX_HANG_S");
     icx_cfg.hang_s =
         hang && strcmp(hang, "auto") == 0 ? -1 : icx_env_long("ICX_HANG_S", -1, 0, 30L * 86400);
-    const char *dump = getenv("ICX_DUMP");
+    const char *dump = secure_getenv("ICX_DUMP");
     if (dump && strlen(dump) < sizeof(icx_cfg.dump_path))
         strcpy(icx_cfg.dump_path, dump);
     else if (dump)
@@ -127,7 +140,7 @@ void icx_config_load(void)
     /* Tests only: pretend this host's wall clock is off by this many ms (clock alignment). */
     icx_cfg.test_clock_offset_ns =
         icx_env_long("ICX_TEST_CLOCK_OFFSET_MS", 0, -86400000, 86400000) * 1000000ll;
-    const char *c = getenv("ICX_CLOCK");
+    const char *c = secure_getenv("ICX_CLOCK");
     icx_clock_tsc = !(c && strcmp(c, "mono") == 0) && icx_cpu_has_invariant_tsc();
     if (icx_clock_tsc) /* until the writer measures it; it only paces sampling */
         atomic_store(&icx_ticks_per_us, 3000);

@@ -40,6 +40,7 @@ struct icx_config {
     int verbs_events;       /* ICX_VERBS_EVENTS: a record per work request instead of aggregates */
     long hang_s;            /* ICX_HANG_S: watchdog threshold in s; -1 auto, 0 off (hang.c) */
     char dump_path[1024];   /* ICX_DUMP: a file whose touch asks for a dump ("" none) */
+    unsigned file_mode;     /* ICX_MODE: the trace files' permissions (octal, default 0600) */
     char output[4096];      /* ICX_OUTPUT, expanded (identity.c) */
     long long test_clock_offset_ns; /* ICX_TEST_CLOCK_OFFSET_MS (tests only) */
 };

@@ -7,7 +7,7 @@
 
 const char *icx_sysfs_root(void)
 {
-    const char *r = getenv("ICX_SYSFS_ROOT");
+    const char *r = secure_getenv("ICX_SYSFS_ROOT");
     return r ? r : "";
 }
 

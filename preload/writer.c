@@ -296,19 +296,30 @@ static int icx_mkdirs(const char *path)
  * program within ICX_FLUSH_MS (taskset, numactl, env) then leaves no empty trace behind.  Never
  * clobber an existing trace: several processes given one file name (a wrapper script and the
  * program it runs, ranks without %p in ICX_OUTPUT) would truncate each other's frames.  The first
- * process gets the name; any other, or a rerun, gets name.<pid>.  Writer lock held. */
+ * process gets the name; any other, or a rerun, gets name.<pid> (name.<pid>NN when that is taken
+ * too).  Permissions ICX_MODE, default 0600.  Writer lock held. */
 static int icx_open_file(void)
 {
     static int failed;
     if (icx_fd >= 0 || failed)
         return icx_fd >= 0 ? 0 : -1;
     icx_mkdirs(icx_cfg.output);
-    icx_fd = open(icx_cfg.output, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (icx_fd < 0 && errno == EEXIST) {
-        size_t l = strlen(icx_cfg.output);
-        int n = snprintf(icx_cfg.output + l, sizeof(icx_cfg.output) - l, ".%d", (int)getpid());
-        if (n > 0 && (size_t)n < sizeof(icx_cfg.output) - l)
-            icx_fd = open(icx_cfg.output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* O_EXCL: never an existing file, nor a symlink planted at the name (O_CREAT|O_EXCL does not
+     * follow one); O_NOFOLLOW says so again.  Taken: name.<pid>, then name.<pid>01..99. */
+    int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+    mode_t mode = (mode_t)(icx_cfg.file_mode ? icx_cfg.file_mode : 0600);
+    icx_fd = open(icx_cfg.output, flags, mode);
+    size_t l = strlen(icx_cfg.output);
+    for (int k = 0; icx_fd < 0 && errno == EEXIST && k < 100; k++) {
+        int n = k ? snprintf(icx_cfg.output + l, sizeof(icx_cfg.output) - l, ".%d%02d",
+                             (int)getpid(), k)
+                  : snprintf(icx_cfg.output + l, sizeof(icx_cfg.output) - l, ".%d", (int)getpid());
+        if (n <= 0 || (size_t)n >= sizeof(icx_cfg.output) - l) {
+            icx_cfg.output[l] = 0;
+            errno = ENAMETOOLONG;
+            break;
+        }
+        icx_fd = open(icx_cfg.output, flags, mode);
     }
     if (icx_fd < 0) {
         failed = 1;

@@ -387,6 +387,82 @@ def test_existing_trace_never_clobbered():
         check(first.returncode == 0, "first")
 
 
+def test_trace_files_private_and_links_never_followed():
+    """Trace files are created 0600 (ICX_MODE=0640 widens it; a mode the owner could not write
+    is refused with a warning), and never through a link: with a symlink to another file planted
+    at the trace's name and at name.<pid> (the fallback), the other file is untouched and the
+    trace goes to name.<pid>01."""
+    with tempfile.TemporaryDirectory() as tmp:
+        prog = [os.path.join(TESTS, "many_copies"), "10"]
+        umask = lambda: os.umask(0o022)  # noqa: E731 (the same umask for every run)
+        for mode, want, warn in ((None, 0o600, False), ("0640", 0o640, False),
+                                 ("0044", 0o600, True)):
+            out = os.path.join(tmp, "m-%s.icx.zst" % mode)
+            env = env_for(tmp, ICX_OUTPUT=out, **({"ICX_MODE": mode} if mode else {}))
+            p = subprocess.run(prog, env=env, capture_output=True, text=True, timeout=120,
+                               preexec_fn=umask)
+            got = os.stat(out).st_mode & 0o777
+            check(p.returncode == 0 and got == want and ("ignoring ICX_MODE" in p.stderr) == warn,
+                  "ICX_MODE=%s: mode %o, rc %d, stderr %r" % (mode, got, p.returncode, p.stderr))
+        victim = os.path.join(tmp, "precious")
+        with open(victim, "w") as f:
+            f.write("precious\n")
+        out = os.path.join(tmp, "linked.icx.zst")
+        os.symlink(victim, out)
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child plants name.<its pid> too, then becomes the traced program
+            try:
+                os.close(r)
+                os.symlink(victim, "%s.%d" % (out, os.getpid()))
+                os.dup2(w, 2)
+                os.execve(prog[0], prog, env_for(tmp, ICX_OUTPUT=out))
+            finally:
+                os._exit(127)
+        os.close(w)
+        err = os.read(r, 1 << 16).decode(errors="replace")
+        os.close(r)
+        _, status = os.waitpid(pid, 0)
+        check(os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, "exit %d: %s" % (status, err))
+        check(open(victim).read() == "precious\n", "the link's target was written")
+        real = "%s.%d01" % (out, pid)
+        check(os.path.isfile(real) and not os.path.islink(real) and real in err,
+              "trace %s? stderr %r, files %s" % (real, err, os.listdir(tmp)))
+        doc, _ = analyze([real])
+        check(doc["processes"][0]["peer_copies"] == 10, "%s" % doc["processes"])
+
+
+def test_bad_configuration_values():
+    """Every ICX_* number or word set to nonsense at once (negative, huge, non-numeric, unknown
+    words, a mode with no owner write): one warning per variable, defaults used, the job's output
+    and exit unchanged, its trace complete.  An ICX_OUTPUT past the path limit: one warning, the
+    job runs untraced and unchanged."""
+    bad = {"ICX_FLUSH_MS": "-5", "ICX_BUFFER_KB": "abc", "ICX_ZSTD_LEVEL": "9" * 30,
+           "ICX_SAMPLE_MS": "1e3", "ICX_GPU_TIMING": "sometimes", "ICX_STACKS": "-2",
+           "ICX_HANG_S": "forever", "ICX_GPU_SAMPLE_US": "0", "ICX_VERBS_EVENTS": "2",
+           "ICX_DEBUG": "x", "ICX_FOLLOW_FORK": "yes", "ICX_MODE": "9", "ICX_DISABLE": "maybe"}
+    with tempfile.TemporaryDirectory() as tmp:
+        prog = [os.path.join(TESTS, "many_copies"), "10"]
+        plain = dict(env_for(tmp))
+        plain.pop("LD_PRELOAD")
+        ref = run(prog, plain)
+        p = subprocess.run(prog, env=env_for(tmp, **bad), capture_output=True, text=True,
+                           timeout=120)
+        check(p.returncode == 0 and p.stdout == ref.stdout, "rc %d stdout %r vs %r"
+              % (p.returncode, p.stdout, ref.stdout))
+        for k in bad:
+            check(p.stderr.count("ignoring %s=" % k) == 1, "%s: stderr %r" % (k, p.stderr))
+        doc, _ = analyze([os.path.join(tmp, "trace.icx.zst")])
+        check(doc["processes"][0]["peer_copies"] == 10 and doc["processes"][0]["complete"],
+              "%s" % doc["processes"])
+        long_out = os.path.join(tmp, "x" * 5000 + ".icx.zst")
+        p = subprocess.run(prog, env=env_for(tmp, ICX_OUTPUT=long_out), capture_output=True,
+                           text=True, timeout=120)
+        check(p.returncode == 0 and p.stdout == ref.stdout and
+              p.stderr.count("ICX_OUTPUT is empty or too long") == 1, "long ICX_OUTPUT: rc %d "
+              "stderr %r" % (p.returncode, p.stderr))
+
+
 def test_exec_wrapper_leaves_one_trace():
     """A wrapper that exec()s the program (taskset here; numactl, env alike) leaves no empty trace of its own:
     the file is opened at the first flush, and only the program's stream is in the directory."""
