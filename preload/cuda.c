@@ -669,16 +669,22 @@ ICX_EXPORT cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t stream)
 
 /* ---- the module ---- */
 
-/* Writer: the static-runtime check once (the job's libraries are loaded by the first flush), and
- * retired pointer maps freed. */
-static void icx_cuda_tick(struct icx_frame *f, enum icx_tick_kind kind)
+/* Writer: the static-runtime check once, at the first flush or at exit (the job's libraries are
+ * loaded by then); it runs before any tick, as such a program calls nothing we trace. */
+static void icx_cuda_probe(void)
 {
     static int checked_static;
-    (void)f;
     if (!checked_static) {
         checked_static = 1;
         icx_cuda_detect_static();
     }
+}
+
+/* Writer: retired pointer maps freed. */
+static void icx_cuda_tick(struct icx_frame *f, enum icx_tick_kind kind)
+{
+    (void)f;
+    icx_cuda_probe();
     icx_amap_reclaim(kind != ICX_TICK_PERIODIC);
 }
 
@@ -701,6 +707,7 @@ static void icx_cuda_fork_child(void)
 const struct icx_module icx_mod_cuda = {
     .name = "cuda",
     .tick = icx_cuda_tick,
+    .probe = icx_cuda_probe,
     .fork_prepare = icx_cuda_fork_prepare,
     .fork_parent = icx_cuda_fork_parent,
     .fork_child = icx_cuda_fork_child,

@@ -71,17 +71,22 @@ int icx_gpu_sample_due(uint64_t now)
 }
 
 /* ---- event pool, per device (taken only on the sampled path) ---- */
+/* The locks and counts apart from the events: start-up and fork touch one page, not one per
+ * device (64 page faults were a tenth of a millisecond of every traced process's start). */
 struct icx_pool {
     pthread_mutex_t lock;
     int n;
-    cudaEvent_t ev[ICX_POOL_MAX];
+    cudaEvent_t *ev; /* icx_pool_ev[device] */
 };
 static struct icx_pool icx_pools[ICX_MAX_DEV];
+static cudaEvent_t icx_pool_ev[ICX_MAX_DEV][ICX_POOL_MAX];
 
 static void icx_gpu_init(void)
 {
-    for (int i = 0; i < ICX_MAX_DEV; i++)
+    for (int i = 0; i < ICX_MAX_DEV; i++) {
         pthread_mutex_init(&icx_pools[i].lock, NULL);
+        icx_pools[i].ev = icx_pool_ev[i];
+    }
 }
 
 static void icx_pool_put(int dev, cudaEvent_t a, cudaEvent_t b)

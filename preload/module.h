@@ -35,6 +35,9 @@ struct icx_module {
     void (*drained)(struct icx_frame *f, const struct icx_rec *r);
     /* Writer, each flush, after the rings: the module's own records. */
     void (*tick)(struct icx_frame *f, enum icx_tick_kind kind);
+    /* Writer, each flush and at exit while the process has used no traced API (no tick runs and
+     * nothing is written then): a cheap check that may decide it is one after all (icx_touch). */
+    void (*probe)(void);
     /* dlsym/dlvsym of a name starting with dl_prefix (dl.c): the wrapper to hand out, after
      * looking the real one up in handle (dlreal.h), or NULL to pass the lookup on.  Also called
      * before the constructor and from sanitizer start-up: it must cope with tracing still off. */

@@ -14,6 +14,7 @@
 
 struct icx_config icx_cfg;
 _Atomic int icx_active;
+_Atomic int icx_touched;
 ICX_TLS struct icx_thread icx_self;
 int icx_clock_tsc;
 _Atomic uint64_t icx_ticks_per_us = 1000; /* exact for CLOCK_MONOTONIC; measured for the TSC */

@@ -53,6 +53,16 @@ void icx_config_load(void);
  */
 extern _Atomic int icx_active;
 
+/* 1 once the process used a traced API (a thread's first event, a statically linked runtime
+ * found): until then the writer writes nothing, so a shell, a compiler or a launcher under the
+ * preload leaves no trace file, no directory and no exit line. */
+extern _Atomic int icx_touched;
+static inline void icx_touch(void)
+{
+    if (!atomic_load_explicit(&icx_touched, memory_order_relaxed))
+        atomic_store_explicit(&icx_touched, 1, memory_order_relaxed);
+}
+
 struct icx_tbuf;
 /* All hot per-thread state in one initial-exec TLS block (one address computation per call).
  * Each field has one owner: buf tbuf.c, guard and errnop hook.h, next_gpu_tick gpu.c,

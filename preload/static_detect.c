@@ -37,6 +37,7 @@ void icx_cuda_detect_static(void)
                           "CUDA calls cannot be intercepted and no peer copies will be recorded; "
                           "rebuild with `nvcc -cudart shared` to trace it";
         icx_note(1, msg);
+        icx_touch(); /* a CUDA program: its trace says why it is empty */
         if (!icx_cfg.quiet)
             icx_log("%s\n", msg);
     }

@@ -55,6 +55,7 @@ static struct icx_tbuf *icx_tbuf_new(void)
     if (icx_tbuf_key_ok)
         pthread_setspecific(icx_tbuf_key, b);
     icx_self.buf = b;
+    icx_touch(); /* the first event of a traced call */
     return b;
 }
 

@@ -248,6 +248,17 @@ static void icx_put_end(int status)
     icx_ended = 1;
 }
 
+/* Has the process used anything we trace?  Until it has, the modules' probes ask again. */
+static int icx_used_traced_api(void)
+{
+    if (atomic_load_explicit(&icx_touched, memory_order_relaxed))
+        return 1;
+    for (size_t m = 0; m < icx_nmods; m++)
+        if (icx_mods[m]->probe)
+            icx_mods[m]->probe();
+    return atomic_load_explicit(&icx_touched, memory_order_relaxed);
+}
+
 static void *icx_writer_main(void *arg)
 {
     (void)arg;
@@ -263,6 +274,11 @@ static void *icx_writer_main(void *arg)
         }
         if (atomic_load(&icx_stop))
             break;
+        if (!icx_used_traced_api()) {
+            atomic_store(&icx_pending_signal, 0); /* nothing to say yet, nor at a fatal signal */
+            atomic_fetch_add(&icx_flush_gen, 1);
+            continue;
+        }
         pthread_mutex_lock(&icx_wlock);
         if (!icx_ended) {
             int sig = atomic_exchange(&icx_pending_signal, 0);
@@ -409,7 +425,7 @@ void icx_writer_stop(int exit_status)
     pthread_mutex_lock(&icx_wlock);
     int saved_guard = icx_self.guard;
     icx_self.guard = 1;
-    if (!icx_ended) {
+    if (!icx_ended && icx_used_traced_api()) {
         icx_tick(ICX_TICK_EXIT);
         icx_put_end(exit_status);
         icx_frame_emit(); /* opens the file now for a process that lived less than a flush */
@@ -480,6 +496,7 @@ static void icx_writer_fork_child(void)
     icx_fd = -1;
     icx_cur.len = 0;
     icx_events_written = 0;
+    atomic_store(&icx_touched, 0); /* the child's own use decides its trace */
     if (!icx_cfg.follow_fork || !atomic_load(&icx_active)) {
         atomic_store(&icx_active, 0);
         return;

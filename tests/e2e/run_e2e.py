@@ -348,6 +348,24 @@ def test_disable_and_quiet():
         check(os.path.exists(os.path.join(tmp, "trace.icx.zst")), "no trace")
 
 
+def test_ordinary_programs_leave_nothing():
+    """A shell, python3 and git under the preload: same stdout and status, no stderr line, no trace
+    file or directory."""
+    progs = [["/bin/sh", "-c", "echo hi; exit 3"], ["/usr/bin/python3", "-c", "print(6*7)"],
+             ["git", "--version"]]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "traces")
+        for argv in progs:
+            plain = subprocess.run(argv, capture_output=True, text=True, cwd=tmp)
+            env = env_for(tmp, ICX_OUTPUT=out + "/")
+            traced = subprocess.run(argv, capture_output=True, text=True, cwd=tmp, env=env)
+            check(traced.stdout == plain.stdout and traced.returncode == plain.returncode,
+                  "%s changed: %r/%d vs %r/%d" % (argv[0], traced.stdout, traced.returncode,
+                                                   plain.stdout, plain.returncode))
+            check(traced.stderr == plain.stderr, "%s stderr noise: %r" % (argv[0], traced.stderr))
+            check(not os.path.exists(out), "%s left %s" % (argv[0], out))
+
+
 def test_output_placeholders_and_directory():
     """ICX_OUTPUT expands %h %p %r %j; a directory gets host-pid files; the analyzer reads dirs."""
     with tempfile.TemporaryDirectory() as tmp:
