@@ -43,6 +43,8 @@ static const char *end_of(const struct icx_proc *p, char *buf, size_t len)
         snprintf(buf, len, "its trace stops there (the process was killed without a flush)");
     else if (p->exit_status > 128)
         snprintf(buf, len, "it was ended by signal %d", p->exit_status - 128);
+    else if (p->exit_status == ICX_EXIT_EXEC)
+        snprintf(buf, len, "it replaced itself by exec()");
     else
         snprintf(buf, len, "it exited with status %d", p->exit_status);
     return buf;

@@ -35,6 +35,8 @@ static void summary_print(FILE *out, const struct icx_analysis *A)
                 p->ended ? "complete" : "ended without a final frame (killed?)");
         if (p->ended && p->exit_status >= 128)
             fprintf(out, " (signal %d)", p->exit_status - 128);
+        else if (p->ended && p->exit_status == ICX_EXIT_EXEC)
+            fprintf(out, " (replaced by exec)");
         fprintf(out, "\n    %s\n", p->cmdline ? p->cmdline : "");
         if (lost_total(p)) {
             fprintf(out, "    lost:");

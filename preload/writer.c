@@ -36,8 +36,12 @@ static int icx_wake[2] = {-1, -1};
 static _Atomic int icx_stop;
 static _Atomic int icx_writer_tid;
 static _Atomic unsigned icx_flush_gen; /* bumped after every frame written */
-static _Atomic int icx_pending_signal;
-static int icx_ended;
+/* A final frame asked for by another thread (fatal signal, exec, _exit): END's status, once
+ * icx_pending_set is 1. */
+static _Atomic int icx_pending_set;
+static _Atomic int icx_pending_status;
+static _Atomic int icx_ended;      /* END written: nothing more, unless a failed exec resumes */
+static _Atomic int icx_stream_pid; /* the process whose stream this is (not a vfork child) */
 static int icx_warned_write;
 static uint64_t icx_events_written; /* EVENT records drained from the rings (writer lock held) */
 static const struct icx_module *const *icx_mods; /* the module table, from icx_writer_start */
@@ -275,16 +279,16 @@ static void *icx_writer_main(void *arg)
         if (atomic_load(&icx_stop))
             break;
         if (!icx_used_traced_api()) {
-            atomic_store(&icx_pending_signal, 0); /* nothing to say yet, nor at a fatal signal */
+            atomic_store(&icx_pending_set, 0); /* nothing to say yet, nor at the end */
             atomic_fetch_add(&icx_flush_gen, 1);
             continue;
         }
         pthread_mutex_lock(&icx_wlock);
         if (!icx_ended) {
-            int sig = atomic_exchange(&icx_pending_signal, 0);
-            icx_tick(sig > 0 ? ICX_TICK_FATAL : ICX_TICK_PERIODIC);
-            if (sig > 0)
-                icx_put_end(128 + sig); /* the process is about to die of it */
+            int end = atomic_exchange(&icx_pending_set, 0);
+            icx_tick(end ? ICX_TICK_FATAL : ICX_TICK_PERIODIC);
+            if (end) /* the process is about to die, exec or _exit */
+                icx_put_end(atomic_load(&icx_pending_status));
             icx_frame_emit();
         }
         pthread_mutex_unlock(&icx_wlock);
@@ -378,7 +382,8 @@ static int icx_open_stream(void)
         if (icx_mods[m]->stream_begin)
             icx_mods[m]->stream_begin(&icx_cur);
     icx_put_clock(&icx_cur);
-    icx_ended = 0;
+    atomic_store(&icx_ended, 0);
+    atomic_store(&icx_stream_pid, (int)getpid());
     return 0;
 }
 
@@ -452,16 +457,21 @@ void icx_writer_wake(void)
     }
 }
 
-/* From a signal handler: ask the writer for a final frame and wait for it, bounded. */
-void icx_writer_flush_from_signal(int signo, int will_die)
+/* Ask the writer for a frame now (END with status when end) and wait for it, bounded (1 s):
+ * async-signal-safe, no lock taken.  0 when there is no writer to ask: this thread is the writer,
+ * tracing is off, or this is a vfork child (it shares our memory but is not this process). */
+static int icx_writer_request(int end, int status)
 {
     if (!icx_thread_started || !atomic_load(&icx_active))
-        return;
-    if (atomic_load(&icx_writer_tid) == icx_gettid())
-        return; /* a fault inside the writer itself: nothing safe to wait for */
+        return 0;
+    if (atomic_load(&icx_writer_tid) == icx_gettid() ||
+        atomic_load(&icx_stream_pid) != (int)getpid())
+        return 0;
     unsigned gen = atomic_load(&icx_flush_gen);
-    if (will_die)
-        atomic_store(&icx_pending_signal, signo);
+    if (end) {
+        atomic_store(&icx_pending_status, status);
+        atomic_store(&icx_pending_set, 1);
+    }
     ssize_t n = write(icx_wake[1], "s", 1);
     (void)n;
     /* Two generations: the frame in progress may have started before our request. */
@@ -469,6 +479,22 @@ void icx_writer_flush_from_signal(int signo, int will_die)
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }
+    return 1;
+}
+
+void icx_writer_flush_from_signal(int signo, int will_die)
+{
+    icx_writer_request(will_die, 128 + signo);
+}
+
+int icx_writer_end_now(int status)
+{
+    return icx_writer_request(1, status);
+}
+
+void icx_writer_resume(void)
+{
+    atomic_store(&icx_ended, 0);
 }
 
 static void icx_writer_fork_prepare(void)

@@ -16,6 +16,13 @@ void icx_writer_stop(int exit_status);
  * the process dies of signo afterwards (END says so). */
 void icx_writer_flush_from_signal(int signo, int will_die);
 
+/* Before exec or _exit, from any thread (async-signal-safe): a final frame with END(status) now,
+ * waited for (bounded).  1 when it was asked for; 0 when this process has no writer to ask (off,
+ * or a vfork child, which shares our memory but not our trace). */
+int icx_writer_end_now(int status);
+/* After a failed exec: the stream goes on. */
+void icx_writer_resume(void);
+
 /* Wake the writer for a flush now; async-signal-safe (a byte into its pipe). */
 void icx_writer_wake(void);
 

@@ -258,9 +258,14 @@ struct icx_rec_note { /* aux = severity: 0 info, 1 warning */
 };
 _Static_assert(sizeof(struct icx_rec_note) == 16, "icx_rec_note");
 
+/* END.exit_status: the image was replaced by exec() (since 1.5; the new image writes its own
+ * trace, and a failed exec lets this one go on after the END). */
+#define ICX_EXIT_EXEC (-2)
+
 struct icx_rec_end {
     struct icx_rec h;
-    int32_t exit_status; /* -1 unknown; signal number as 128+N when killed by a handled signal */
+    int32_t exit_status; /* -1 unknown; signal number as 128+N when killed by a handled signal;
+                            ICX_EXIT_EXEC */
     uint32_t pad;
 };
 _Static_assert(sizeof(struct icx_rec_end) == 16, "icx_rec_end");

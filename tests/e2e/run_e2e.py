@@ -121,7 +121,7 @@ def test_exports():
     got = {}
     for l in out.splitlines():
         parts = l.split()
-        if len(parts) < 3 or parts[1] == "A" or parts[-1].startswith("_"):
+        if len(parts) < 3 or parts[1] == "A" or parts[-1] in ("_init", "_fini") or parts[-1].startswith("__"):
             continue
         name, _, ver = parts[-1].partition("@@")
         got[name] = ver
@@ -600,6 +600,37 @@ def test_fork():
         doc, _ = analyze([os.path.join(tmp, "f")])
         per_proc = sorted(p["peer_copies"] for p in doc["processes"])
         check(per_proc == [3, 4], "per process copies %s" % per_proc)
+
+
+def test_exec_and_exit_keep_last_interval():
+    """exec() and _exit() run no destructor: the tracer flushes before each (ICX_FLUSH_MS=60000,
+    so no periodic flush could have saved anything).  The old image's trace ends with
+    END(exec), the new image writes its own (trace.icx.zst.<pid>: same pid) ending with _exit's
+    status; a failed exec keeps errno and the stream going; a vfork child's exec leaves the
+    parent's stream alone."""
+    prog = os.path.join(TESTS, "exec_copies")
+    with tempfile.TemporaryDirectory() as tmp:
+        for mode, args, want in (("chain", ["5", "7"], [(5, -2), (7, 3)]),
+                                 ("execl", ["4"], [(4, -2), (1, 3)]),
+                                 ("fail", ["3"], [(6, -1)]),
+                                 ("vfork", ["2"], [(4, -1)])):
+            out = os.path.join(tmp, mode)
+            os.mkdir(out)
+            env = env_for(tmp, ICX_FLUSH_MS=60000, ICX_OUTPUT=os.path.join(out, "trace.icx.zst"))
+            p = run([prog, mode] + args, env, check_rc=False)
+            rc_want = 3 if want[-1][1] == 3 else 0
+            check(p.returncode == rc_want, "%s: rc %d (want %d): %s" % (mode, p.returncode,
+                                                                        rc_want, p.stderr[-1500:]))
+            files = sorted(os.listdir(out))
+            check(len(files) == len(want), "%s: files %s, want %d" % (mode, files, len(want)))
+            doc, _ = analyze([out], command="summarize")
+            got = sorted((x["peer_copies"], x["exit_status"]) for x in doc["processes"]
+                         if x["complete"])
+            check(got == sorted(want), "%s: (copies, exit status) of complete traces %s, want %s"
+                  % (mode, got, sorted(want)))
+            if mode == "chain":
+                _, text = analyze([out], json_out=False, command="summarize")
+                check("(replaced by exec)" in text.stdout, "summary:\n%s" % text.stdout)
 
 
 def test_fork_with_held_locks():
