@@ -32,7 +32,7 @@ TEST_PROGS := $(patsubst tests/e2e/%.c,$(BUILD)/tests/%,$(wildcard tests/e2e/*.c
 UNIT_PROGS := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit_%,$(wildcard tests/unit/*.c))
 BENCH_PROGS := $(BUILD)/bench/bench_copy $(BUILD)/bench/null/libcudart.so.13 $(BUILD)/bench/libfloor.so \
                $(BUILD)/bench/bench_post_send $(BUILD)/bench/null/libibverbs.so.1 \
-               $(BUILD)/bench/bench_nccl $(BUILD)/bench/null/libnccl.so.2
+               $(BUILD)/bench/bench_nccl $(BUILD)/bench/null/libnccl.so.2 $(BUILD)/bench/bench_startup
 
 .PHONY: all deps test demo sanitize bench clean format fuzz
 NCCL_PROGS := $(BUILD)/tests/nccl/ddp_loop $(BUILD)/tests/nccl/capture_nccl
@@ -205,6 +205,10 @@ $(BUILD)/bench/bench_post_send: bench/bench_post_send.c bench/bench_timing.h $(B
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -O2 -o $@ $< -L$(BUILD)/bench/null -l:libibverbs.so.1 \
 	    -Wl,-rpath,'$$ORIGIN/null'
+
+$(BUILD)/bench/bench_startup: bench/bench_startup.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -O2 -o $@ $<
 
 $(BUILD)/bench/null/libnccl.so.2: bench/nullnccl.c
 	@mkdir -p $(dir $@)
