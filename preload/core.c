@@ -153,7 +153,7 @@ __attribute__((constructor)) static void icx_init(void)
         return; /* warned; the job runs untraced */
     pthread_atfork(icx_atfork_prepare, icx_atfork_parent, icx_atfork_child);
     icx_signals_install();
-    atomic_store(&icx_active, 1);
+    atomic_store(&icx_active, ICX_ON_FRESH); /* devices begin at the first device call */
 }
 
 __attribute__((destructor)) static void icx_fini(void)

@@ -38,10 +38,24 @@ static inline int *icx_errnop(void)
     return icx_self.errnop;
 }
 
+/* icx_active is not ICX_ON: off (0: pass through), or this may be the process's first traced
+ * device call (its baselines first).  The same one comparison on the hot path as a plain on/off
+ * test. */
+static inline int icx_call_first(int active, const int *guard)
+{
+    if (!active || icx_self.guard || *guard)
+        return 0;
+    icx_writer_first_device_call();
+    return 1;
+}
+
 /* 1: trace this call (the guard is held and t0 taken); 0: pass it straight through. */
 static inline int icx_call_begin(struct icx_call *c, int *guard)
 {
-    if (!atomic_load_explicit(&icx_active, memory_order_relaxed) || icx_self.guard || *guard)
+    int active = atomic_load_explicit(&icx_active, memory_order_relaxed);
+    if (ICX_UNLIKELY(active != ICX_ON) && !icx_call_first(active, guard))
+        return 0;
+    if (icx_self.guard || *guard)
         return 0;
     *guard = 1;
     c->guard = guard;
@@ -52,7 +66,10 @@ static inline int icx_call_begin(struct icx_call *c, int *guard)
 /* The same without the entry timestamp, for data-plane hooks that aggregate and keep no times. */
 static inline int icx_call_begin_untimed(struct icx_call *c, int *guard)
 {
-    if (!atomic_load_explicit(&icx_active, memory_order_relaxed) || icx_self.guard || *guard)
+    int active = atomic_load_explicit(&icx_active, memory_order_relaxed);
+    if (ICX_UNLIKELY(active != ICX_ON) && !icx_call_first(active, guard))
+        return 0;
+    if (icx_self.guard || *guard)
         return 0;
     *guard = 1;
     c->guard = guard;

@@ -26,6 +26,10 @@ struct icx_module {
     /* Writer: a process stream starts (at start, and in a traced fork child); records that belong
      * in its header frame (identity, counter baselines). */
     void (*stream_begin)(struct icx_frame *f);
+    /* Writer: the process makes its first traced device call (CUDA, NCCL, verbs), which waits
+     * for this (bounded): baselines of what the call may move (hardware counters).  Kept out of
+     * start-up so a process that never touches a device never loads NVML. */
+    void (*devices_begin)(struct icx_frame *f);
     /* Writer, each flush, for every thread's buffer before its ring is drained. */
     void (*drain_thread)(struct icx_frame *f, struct icx_tbuf *b);
     /* Writer: a ring-internal record of type ring_type (>= ICX_RING_TYPE_MIN) this module wrote. */

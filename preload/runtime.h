@@ -49,9 +49,15 @@ extern struct icx_config icx_cfg;
 /* Read the ICX_* variables into icx_cfg (the constructor, once). */
 void icx_config_load(void);
 
-/* 1 while the tracer records: cleared by ICX_DISABLE, a failed start, or in an untraced fork child.
- */
+/* Nonzero while the tracer records: 0 after ICX_DISABLE, a failed start, or in an untraced fork
+ * child.  ICX_ON_FRESH until the process's first traced device call, whose cold path
+ * (icx_call_begin) has the writer take the device baselines first; ICX_ON after. */
 extern _Atomic int icx_active;
+#define ICX_ON 1
+#define ICX_ON_FRESH 2
+/* writer.c: called by the first traced device call (any thread, no tracer lock held): has the
+ * writer run the modules' devices_begin and waits for it, at most 2 s. */
+void icx_writer_first_device_call(void);
 
 /* 1 once the process used a traced API (a thread's first event, a statically linked runtime
  * found): until then the writer writes nothing, so a shell, a compiler or a launcher under the

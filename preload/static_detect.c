@@ -8,6 +8,7 @@
 #include "frame.h"
 #include "runtime.h"
 #include "static_detect.h"
+#include "writer.h"
 
 static int icx_has_dynamic_cudart_cb(struct dl_phdr_info *info, size_t size, void *data)
 {
@@ -37,7 +38,8 @@ void icx_cuda_detect_static(void)
                           "CUDA calls cannot be intercepted and no peer copies will be recorded; "
                           "rebuild with `nvcc -cudart shared` to trace it";
         icx_note(1, msg);
-        icx_touch(); /* a CUDA program: its trace says why it is empty */
+        icx_touch();               /* a CUDA program: its trace says why it is empty */
+        icx_writer_want_devices(); /* its NVLink counters are all we will see */
         if (!icx_cfg.quiet)
             icx_log("%s\n", msg);
     }

@@ -258,9 +258,11 @@ static void icx_counters_init(struct icx_frame *f)
 
 /* One NVLINK_COUNTERS record per GPU with active NVLinks (and the NICs' IB_COUNTERS), at most
  * every ICX_SAMPLE_MS, and always when `force`: the first sample and the last. */
+static int icx_counting; /* devices_begin ran: the process drives devices, sample their counters */
+
 static void icx_counters_sample(struct icx_frame *f, int force)
 {
-    if (!icx_cfg.sample_ms)
+    if (!icx_cfg.sample_ms || !icx_counting)
         return;
     uint64_t now = icx_mono_ns();
     if (!force && now - icx_last_sample_ns < (uint64_t)icx_cfg.sample_ms * 1000000ull)
@@ -349,7 +351,16 @@ static void icx_topo_tick(struct icx_frame *f, enum icx_tick_kind kind)
     icx_counters_sample(f, kind != ICX_TICK_PERIODIC);
 }
 
-/* The baseline, before the job moves a byte. */
+/* The baseline, before the job moves a byte: its first traced device call waits for it.  A
+ * process that never makes one never loads NVML (nvmlInit alone takes milliseconds or more on a
+ * GPU node). */
+static void icx_topo_devices_begin(struct icx_frame *f)
+{
+    icx_counting = 1;
+    icx_counters_sample(f, 1);
+}
+
+/* A traced fork child of a device process: its own baseline in its header. */
 static void icx_topo_stream_begin(struct icx_frame *f)
 {
     icx_counters_sample(f, 1);
@@ -370,6 +381,7 @@ static void icx_topo_fork_child(void)
 const struct icx_module icx_mod_topo = {
     .name = "topo",
     .stream_begin = icx_topo_stream_begin,
+    .devices_begin = icx_topo_devices_begin,
     .drained = icx_topo_drained,
     .tick = icx_topo_tick,
     .fork_child = icx_topo_fork_child,

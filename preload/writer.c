@@ -252,6 +252,26 @@ static void icx_put_end(int status)
     icx_ended = 1;
 }
 
+/* The device baselines (modules' devices_begin): asked for by the first traced device call or a
+ * statically linked runtime, taken once by the writer.  Writer lock held. */
+static _Atomic int icx_devices_req, icx_devices_begun;
+static void icx_devices_begin(void)
+{
+    if (atomic_load(&icx_devices_begun))
+        return;
+    for (size_t m = 0; m < icx_nmods; m++)
+        if (icx_mods[m]->devices_begin)
+            icx_mods[m]->devices_begin(&icx_cur);
+    atomic_store(&icx_devices_begun, 1);
+    int fresh = ICX_ON_FRESH;
+    atomic_compare_exchange_strong(&icx_active, &fresh, ICX_ON);
+}
+
+void icx_writer_want_devices(void)
+{
+    atomic_store(&icx_devices_req, 1);
+}
+
 /* Has the process used anything we trace?  Until it has, the modules' probes ask again. */
 static int icx_used_traced_api(void)
 {
@@ -278,6 +298,11 @@ static void *icx_writer_main(void *arg)
         }
         if (atomic_load(&icx_stop))
             break;
+        if (atomic_load(&icx_devices_req) && !atomic_load(&icx_devices_begun)) {
+            pthread_mutex_lock(&icx_wlock);
+            icx_devices_begin();
+            pthread_mutex_unlock(&icx_wlock);
+        }
         if (!icx_used_traced_api()) {
             atomic_store(&icx_pending_set, 0); /* nothing to say yet, nor at the end */
             atomic_fetch_add(&icx_flush_gen, 1);
@@ -431,6 +456,8 @@ void icx_writer_stop(int exit_status)
     int saved_guard = icx_self.guard;
     icx_self.guard = 1;
     if (!icx_ended && icx_used_traced_api()) {
+        if (atomic_load(&icx_devices_req))
+            icx_devices_begin(); /* asked for after the writer's last round */
         icx_tick(ICX_TICK_EXIT);
         icx_put_end(exit_status);
         icx_frame_emit(); /* opens the file now for a process that lived less than a flush */
@@ -480,6 +507,24 @@ static int icx_writer_request(int end, int status)
         nanosleep(&ts, NULL);
     }
     return 1;
+}
+
+void icx_writer_first_device_call(void)
+{
+    if (!icx_thread_started || atomic_load(&icx_stream_pid) != (int)getpid())
+        return; /* no writer to ask (a vfork child shares our memory) */
+    atomic_store(&icx_devices_req, 1);
+    icx_writer_wake();
+    for (int i = 0; i < 40000 && !atomic_load(&icx_devices_begun); i++) {
+        struct timespec ts = {0, 50000};
+        nanosleep(&ts, NULL);
+    }
+    int fresh = ICX_ON_FRESH;
+    if (!atomic_load(&icx_devices_begun) &&
+        atomic_compare_exchange_strong(&icx_active, &fresh, ICX_ON))
+        icx_note(1, "the first traced device call waited 2 s for the writer to take the hardware "
+                    "counter baselines and went on without them: NVLink and NIC counters may miss "
+                    "its traffic");
 }
 
 void icx_writer_flush_from_signal(int signo, int will_die)

@@ -23,6 +23,10 @@ int icx_writer_end_now(int status);
 /* After a failed exec: the stream goes on. */
 void icx_writer_resume(void);
 
+/* The process is a device program after all (a statically linked runtime): the writer takes the
+ * device baselines at its next round, no waiting. */
+void icx_writer_want_devices(void);
+
 /* Wake the writer for a flush now; async-signal-safe (a byte into its pipe). */
 void icx_writer_wake(void);
 

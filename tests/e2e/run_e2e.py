@@ -364,6 +364,20 @@ def test_ordinary_programs_leave_nothing():
                                                    plain.stdout, plain.returncode))
             check(traced.stderr == plain.stderr, "%s stderr noise: %r" % (argv[0], traced.stderr))
             check(not os.path.exists(out), "%s left %s" % (argv[0], out))
+        # No NVML either (nvmlInit takes milliseconds on a GPU node): the loader's own log says
+        # which libraries a process opened; a CUDA program, the control, opens the NVML double.
+        def opened_nvml(argv, name):
+            log = os.path.join(tmp, name)
+            subprocess.run(argv, capture_output=True, cwd=tmp,
+                           env=env_for(tmp, ICX_OUTPUT=out + "/", LD_DEBUG="files",
+                                       LD_DEBUG_OUTPUT=log))
+            text = "".join(open(os.path.join(tmp, f)).read() for f in os.listdir(tmp)
+                           if f.startswith(name + "."))
+            check(text, "no loader log for %s" % argv[0])
+            return "libnvidia-ml" in text
+        check(not opened_nvml(["/bin/sh", "-c", "exit 0"], "sh"), "a shell loaded NVML")
+        check(opened_nvml([os.path.join(TESTS, "peer_copies"), os.path.join(tmp, "truth")], "cuda"),
+              "a CUDA program did not load NVML: the check above proves nothing")
 
 
 def test_output_placeholders_and_directory():
