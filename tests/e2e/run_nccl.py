@@ -314,8 +314,9 @@ def test_html_report():
         r5 = late.get("rank 5 (global 5, simnode0)", [])
         others = [v for k, vs in late.items() if not k.startswith("rank 5 ") for v in vs]
         # rank 5 late in every instance, the others' median well below it (under 10 ms here,
-        # 14 ms under the sanitizers' host noise)
-        check(len(r5) >= 3 * STEPS and min(r5) > 40 and others and
+        # 14 ms under the sanitizers' host noise, where 16 ranks on 2 cores absorbed up to 25 ms
+        # of rank 5's 60 ms in one run: hence a third of it as the floor)
+        check(len(r5) >= 3 * STEPS and min(r5) > 20 and others and
               sorted(others)[len(others) // 2] < min(r5) / 2,
               "lateness cells: rank 5 %s, others' median %s" %
               (r5, sorted(others)[len(others) // 2] if others else None))
