@@ -90,7 +90,7 @@ static void job(FILE *out, const struct icx_trace *t)
     for (size_t q = 0; q < t->nprocs; q++) {
         const struct icx_proc *p = t->procs[q];
         ranks += p->rank >= 0;
-        complete += p->ended;
+        complete += icx_proc_complete(p);
         span = fmax(span, p->t_last - p->t_first);
         int first = 1;
         for (size_t r = 0; r < q && first; r++)

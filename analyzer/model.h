@@ -298,6 +298,12 @@ int icx_grow(void **arr, size_t *cap, size_t n, size_t sz);
 const char *icx_record_name(unsigned type);
 const char *icx_api_name(unsigned api);
 const char *icx_lost_name(unsigned cause);
+/* A process's stream is whole: it has its final frame and the writer lost no frame on the way
+ * (a full disk, a file-size limit). */
+static inline int icx_proc_complete(const struct icx_proc *p)
+{
+    return p->ended && !p->lost[ICX_LOST_write_error];
+}
 const char *icx_link_kind_name(unsigned kind);
 const char *icx_pci_path_name(unsigned path);
 const char *icx_verbs_opcode_name(unsigned kind, unsigned opcode);

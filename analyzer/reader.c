@@ -4,10 +4,12 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zstd.h>
 
 #include "decode.h"
@@ -240,10 +242,23 @@ int icx_read_buffer(struct icx_trace *t, const char *name, const uint8_t *buf, s
                 next = len;
             in->frames_bad++;
             in->bytes_skipped += next - off;
-            fprintf(stderr,
-                    "icx-analyze: %s: offset %zu: damaged or truncated frame, %zu bytes "
-                    "skipped\n",
-                    name, off, next - off);
+            if (!ZSTD_isError(fsz) && csize != ZSTD_CONTENTSIZE_ERROR &&
+                csize != ZSTD_CONTENTSIZE_UNKNOWN)
+                fprintf(stderr,
+                        "icx-analyze: %s: offset %zu: a frame declaring %llu bytes, over the "
+                        "%u MiB a trace frame can hold: refused (a decompression bomb?), %zu "
+                        "bytes skipped\n",
+                        name, off, csize, MAX_FRAME_CONTENT >> 20, next - off);
+            else if (csize == ZSTD_CONTENTSIZE_UNKNOWN)
+                fprintf(stderr,
+                        "icx-analyze: %s: offset %zu: a frame that does not declare its size (not "
+                        "written by icxtrace): refused, %zu bytes skipped\n",
+                        name, off, next - off);
+            else
+                fprintf(stderr,
+                        "icx-analyze: %s: offset %zu: damaged or truncated frame, %zu bytes "
+                        "skipped\n",
+                        name, off, next - off);
             off = next;
             continue;
         }
@@ -308,38 +323,59 @@ int icx_read_buffer(struct icx_trace *t, const char *name, const uint8_t *buf, s
     return fatal ? -1 : 0;
 }
 
+/* A regular file, or a pipe (`<(zstdcat ...)`, a FIFO): anything else (a directory named like a
+ * trace, a device that never ends) is refused by name.  A FIFO is opened without waiting for a
+ * writer, so one nobody writes reads as empty instead of hanging. */
 int icx_read_file(struct icx_trace *t, const char *path, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
         snprintf(err, errlen, "cannot open: %s", strerror(errno));
+        if (fd >= 0)
+            close(fd);
         return -1;
     }
+    if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode)) {
+        snprintf(err, errlen, "%s",
+                 S_ISDIR(st.st_mode) ? "a directory, not a trace file"
+                                     : "not a regular file or a pipe");
+        close(fd);
+        return -1;
+    }
+    fcntl(fd, F_SETFL, 0); /* blocking reads from here: a pipe's writer may be slow */
     uint8_t *buf = NULL;
     size_t len = 0, cap = 0;
+    int bad = 0;
     for (;;) {
         if (len == cap) {
             size_t ncap = cap ? cap * 2 : 1 << 20;
             uint8_t *n = realloc(buf, ncap);
             if (!n) {
                 free(buf);
-                fclose(f);
+                close(fd);
                 snprintf(err, errlen, "out of memory");
                 return -1;
             }
             buf = n;
             cap = ncap;
         }
-        size_t r = fread(buf + len, 1, cap - len, f);
-        len += r;
-        if (r == 0)
+        ssize_t r = read(fd, buf + len, cap - len);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            bad = errno;
+        if (r <= 0)
             break;
+        len += (size_t)r;
     }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
+    close(fd);
+    if (bad || (len == 0 && S_ISFIFO(st.st_mode))) {
         free(buf);
-        snprintf(err, errlen, "read error");
+        if (bad)
+            snprintf(err, errlen, "read error: %s", strerror(bad));
+        else
+            snprintf(err, errlen, "a pipe with nothing written to it");
         return -1;
     }
     int rc = icx_read_buffer(t, path, buf, len, err, errlen);

@@ -31,8 +31,13 @@ static void summary_print(FILE *out, const struct icx_analysis *A)
         fprintf(out, "  pid %d on %s", p->pid, p->host ? p->host : "?");
         if (p->rank >= 0)
             fprintf(out, ", rank %d/%d", p->rank, p->world_size);
-        fprintf(out, ": %zu peer copies, %.3f s traced, %s", p->ncopies, p->t_last - p->t_first,
-                p->ended ? "complete" : "ended without a final frame (killed?)");
+        fprintf(out, ": %zu peer copies, %.3f s traced, ", p->ncopies, p->t_last - p->t_first);
+        if (p->lost[ICX_LOST_write_error])
+            fprintf(out, "incomplete: %llu bytes could not be written (output full?)%s",
+                    (unsigned long long)p->lost[ICX_LOST_write_error],
+                    p->ended ? "" : ", no final frame");
+        else
+            fputs(p->ended ? "complete" : "ended without a final frame (killed?)", out);
         if (p->ended && p->exit_status >= 128)
             fprintf(out, " (signal %d)", p->exit_status - 128);
         else if (p->ended && p->exit_status == ICX_EXIT_EXEC)
@@ -82,7 +87,7 @@ static void summary_json(struct icx_json *j, const struct icx_analysis *A)
         char version[24];
         snprintf(version, sizeof(version), "%u.%u", p->version_major, p->version_minor);
         icx_json_str(j, "format_version", version);
-        icx_json_bool(j, "complete", p->ended);
+        icx_json_bool(j, "complete", icx_proc_complete(p));
         icx_json_int(j, "exit_status", p->exit_status);
         icx_json_num(j, "duration_s", p->t_last - p->t_first);
         icx_json_int(j, "events_recorded", (long long)p->events_recorded);

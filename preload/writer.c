@@ -47,23 +47,89 @@ static uint64_t icx_events_written; /* EVENT records drained from the rings (wri
 static const struct icx_module *const *icx_mods; /* the module table, from icx_writer_start */
 static size_t icx_nmods;
 
-static void icx_write_all(const uint8_t *p, size_t n)
+/* The file's state, writer lock held.  A frame that cannot be written whole is cut off again, so
+ * the file only ever holds whole frames; the stream is then broken: later frames are dropped and
+ * counted, and at the end one small tail (loss counters, END) is tried, so that a trace that
+ * could be finished says what it lacks.  A file removed under us (its directory deleted) is
+ * given up. */
+static uint64_t icx_file_good; /* bytes of whole frames in the file */
+static size_t icx_head_len;    /* the stream header at the start of icx_cur, until it is written */
+static int icx_broken, icx_tail_tried, icx_gone;
+static int icx_end_status;
+
+/* write() that a file-size limit cannot kill: SIGXFSZ (default action: die with a core) is
+ * blocked around it and, when this write raised it (EFBIG), taken back -- unless one was pending
+ * already, which is the job's.  0 or the errno. */
+static int icx_write_all(const uint8_t *p, size_t n)
 {
+    sigset_t xfsz, old, pend;
+    sigemptyset(&xfsz);
+    sigaddset(&xfsz, SIGXFSZ);
+    pthread_sigmask(SIG_BLOCK, &xfsz, &old);
+    int had = sigpending(&pend) == 0 && sigismember(&pend, SIGXFSZ);
+    int err = 0;
     while (n > 0) {
         ssize_t w = write(icx_fd, p, n);
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0) {
-            atomic_fetch_add(&icx_lost[ICX_LOST_write_error], n);
-            if (!icx_warned_write++)
-                icx_log("cannot write trace %s: %s; trace incomplete\n", icx_cfg.output,
-                        strerror(errno));
-            return;
+            err = w < 0 ? errno : ENOSPC;
+            break;
         }
         p += w;
         n -= (size_t)w;
     }
+    if (err == EFBIG && !had) {
+        struct timespec zero = {0, 0};
+        sigtimedwait(&xfsz, NULL, &zero);
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return err;
 }
+
+/* Compress n raw bytes as one frame and append it; 0, or -1 (the caller counts the loss). */
+static int icx_frame_write(const uint8_t *raw, size_t n)
+{
+    size_t bound = ZSTD_compressBound(n);
+    if (bound > icx_zcap) {
+        uint8_t *b = realloc(icx_zbuf, bound);
+        if (!b)
+            return -1;
+        icx_zbuf = b;
+        icx_zcap = bound;
+    }
+    size_t z = ZSTD_compress2(icx_cctx, icx_zbuf, icx_zcap, raw, n);
+    if (ZSTD_isError(z))
+        return -1;
+    int err = icx_write_all(icx_zbuf, z);
+    if (err == 0) {
+        icx_file_good += z;
+        return 0;
+    }
+    /* Whole frames only: cut the partial one off (shrinking is allowed past any size limit). */
+    if (ftruncate(icx_fd, (off_t)icx_file_good) == 0)
+        lseek(icx_fd, (off_t)icx_file_good, SEEK_SET);
+    icx_broken = 1;
+    if (!icx_warned_write++)
+        icx_log("cannot write trace %s: %s; the job goes on, later frames are dropped\n",
+                icx_cfg.output, strerror(err));
+    return -1;
+}
+
+/* The trace file removed while we write it (st_nlink 0): say so once and stop tracing. */
+static void icx_check_gone(void)
+{
+    struct stat st;
+    if (icx_gone || fstat(icx_fd, &st) != 0 || st.st_nlink > 0)
+        return;
+    icx_gone = 1;
+    icx_log("trace file %s was removed while the job ran (its directory deleted?); nothing more "
+            "is traced\n",
+            icx_cfg.output);
+    atomic_store(&icx_active, 0); /* the hooks pass straight through from now on */
+}
+
+static void icx_put_lost(struct icx_frame *f);
 
 /* Compress the current frame and append it to the file.  Writer lock held. */
 static int icx_open_file(void);
@@ -72,23 +138,32 @@ static void icx_frame_emit(void)
 {
     if (icx_cur.len == 0 || icx_open_file() != 0)
         return;
-    size_t bound = ZSTD_compressBound(icx_cur.len);
-    if (bound > icx_zcap) {
-        uint8_t *n = realloc(icx_zbuf, bound);
-        if (!n) {
-            atomic_fetch_add(&icx_lost[ICX_LOST_write_error], icx_cur.len);
-            icx_cur.len = 0;
-            return;
-        }
-        icx_zbuf = n;
-        icx_zcap = bound;
+    icx_check_gone();
+    const uint8_t *p = icx_cur.buf;
+    size_t n = icx_cur.len;
+    if (icx_gone || icx_broken)
+        ; /* dropped, counted below */
+    else if (icx_head_len && icx_head_len <= n && icx_frame_write(p, icx_head_len) != 0)
+        ; /* the stream header is a frame of its own: the file starts readable */
+    else {
+        p += icx_head_len;
+        n -= icx_head_len;
+        icx_head_len = 0;
+        if (!n || icx_frame_write(p, n) == 0)
+            n = 0;
     }
-    size_t z = ZSTD_compress2(icx_cctx, icx_zbuf, icx_zcap, icx_cur.buf, icx_cur.len);
-    if (ZSTD_isError(z))
-        atomic_fetch_add(&icx_lost[ICX_LOST_write_error], icx_cur.len);
-    else
-        icx_write_all(icx_zbuf, z);
+    atomic_fetch_add(&icx_lost[ICX_LOST_write_error], n);
     icx_cur.len = 0;
+    /* A broken stream's tail, once: no events (they may name strings and threads of the frames
+     * lost), the loss counters and END, so that the trace says what it lacks. */
+    if (icx_broken && !icx_gone && icx_ended && icx_file_good && !icx_tail_tried++) {
+        icx_put_lost(&icx_cur);
+        struct icx_rec_end *e = icx_frame_put(&icx_cur, ICX_REC_END, 0, sizeof(*e));
+        if (e)
+            e->exit_status = icx_end_status;
+        icx_frame_write(icx_cur.buf, icx_cur.len);
+        icx_cur.len = 0;
+    }
 }
 
 static struct icx_rec_clock icx_first_clock;
@@ -249,6 +324,7 @@ static void icx_put_end(int status)
     struct icx_rec_end *e = icx_frame_put(&icx_cur, ICX_REC_END, 0, sizeof(*e));
     if (e)
         e->exit_status = status;
+    icx_end_status = status;
     icx_ended = 1;
 }
 
@@ -407,6 +483,9 @@ static int icx_open_stream(void)
         if (icx_mods[m]->stream_begin)
             icx_mods[m]->stream_begin(&icx_cur);
     icx_put_clock(&icx_cur);
+    icx_head_len = icx_cur.len;
+    icx_file_good = 0;
+    icx_broken = icx_tail_tried = icx_gone = icx_warned_write = 0;
     atomic_store(&icx_ended, 0);
     atomic_store(&icx_stream_pid, (int)getpid());
     return 0;
@@ -443,6 +522,15 @@ int icx_writer_start(const struct icx_module *const *mods, size_t nmods)
     return rc;
 }
 
+/* Remove the trace file we created, if the name is still ours (not replaced meanwhile). */
+static void icx_unlink_own(void)
+{
+    struct stat a, b;
+    if (fstat(icx_fd, &a) == 0 && lstat(icx_cfg.output, &b) == 0 && a.st_dev == b.st_dev &&
+        a.st_ino == b.st_ino)
+        unlink(icx_cfg.output);
+}
+
 void icx_writer_stop(int exit_status)
 {
     if (icx_thread_started) {
@@ -464,10 +552,14 @@ void icx_writer_stop(int exit_status)
         uint64_t lost = 0;
         for (int i = 0; i < ICX_LOST_SLOTS; i++)
             lost += atomic_load(&icx_lost[i]);
-        if (!icx_cfg.quiet && icx_fd >= 0)
+        if (icx_fd >= 0 && icx_broken && !icx_file_good)
+            icx_unlink_own(); /* not even the header: no empty file left behind */
+        else if (!icx_cfg.quiet && icx_fd >= 0 && !icx_gone)
             icx_log("trace written to %s (%llu events%s)\n", icx_cfg.output,
                     (unsigned long long)icx_events_written,
-                    lost ? ", some lost: see icx-analyze" : "");
+                    icx_broken ? ", incomplete: writes failed"
+                    : lost     ? ", some lost: see icx-analyze"
+                               : "");
     }
     if (icx_fd >= 0)
         close(icx_fd);

@@ -1,5 +1,6 @@
 /* Workload: argv[1] back-to-back async peer copies 0->1 on one stream (4 KiB; 1 MiB with
- * argv[2] == "big"), then one sync; with argv[2] == "segv" it then dies of a segmentation fault. */
+ * argv[2] == "big"), then one sync; with argv[2] == "segv" it then dies of a segmentation fault;
+ * with argv[2] == "wait" it then reads stdin to its end and does it all again. */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,11 +14,17 @@ int main(int argc, char **argv)
     if (cudaSetDevice(0) || cudaMalloc(&a, size) || cudaStreamCreate(&s) || cudaSetDevice(1) ||
         cudaMalloc(&b, size) || cudaSetDevice(0))
         return 2;
-    for (int i = 0; i < n; i++)
-        if (cudaMemcpyPeerAsync(b, 1, a, 0, size, s) != cudaSuccess)
+    int rounds = argc > 2 && argv[2][0] == 'w' ? 2 : 1;
+    for (int r = 0; r < rounds; r++) {
+        if (r > 0)
+            while (getchar() != EOF)
+                ;
+        for (int i = 0; i < n; i++)
+            if (cudaMemcpyPeerAsync(b, 1, a, 0, size, s) != cudaSuccess)
+                return 2;
+        if (cudaStreamSynchronize(s) != cudaSuccess)
             return 2;
-    if (cudaStreamSynchronize(s) != cudaSuccess)
-        return 2;
+    }
     if (argc > 2 && argv[2][0] == 's') {
         volatile int *null = NULL;
         return *null;

@@ -335,6 +335,95 @@ def test_fail_open_unwritable_output():
         check(len(warnings) == 1 and "running untraced" in warnings[0], "stderr: %r" % p.stderr)
 
 
+def icx_lines(stderr):
+    return [l for l in stderr.splitlines() if l.startswith("icx[")]
+
+
+def test_full_output_never_kills_job():
+    """A file-size limit (RLIMIT_FSIZE: SIGXFSZ, whose default kills with a core, then EFBIG) and a
+    full tmpfs (ENOSPC), met by the final frame in the exiting thread and by the writer thread's
+    periodic frames: the job's status and output unchanged, one warning, the file holds whole
+    frames only, and the trace that could be finished says it is incomplete.  A limit below the
+    stream header: no file is left behind."""
+    import resource
+    prog = [os.path.join(TESTS, "many_copies"), "20000"]
+
+    def limited(nbytes):
+        return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (nbytes, nbytes))
+
+    def traced(tmp, trace, flush_ms, preexec=None):
+        plain = subprocess.run(prog, env=env_for(tmp, LD_PRELOAD=None), capture_output=True,
+                               text=True, preexec_fn=preexec)
+        p = subprocess.run(prog, env=env_for(tmp, ICX_OUTPUT=trace, ICX_FLUSH_MS=flush_ms),
+                           capture_output=True, text=True, preexec_fn=preexec, timeout=120)
+        check(p.returncode == plain.returncode == 0 and p.stdout == plain.stdout,
+              "job changed: rc %d (untraced %d), stdout %r, stderr %r"
+              % (p.returncode, plain.returncode, p.stdout, p.stderr))
+        warn = [l for l in icx_lines(p.stderr) if "trace written" not in l]
+        check(len(warn) == 1 and "cannot write trace" in warn[0], "stderr: %r" % p.stderr)
+        return p
+
+    def incomplete(trace, p):
+        z = subprocess.run(["zstd", "-t", "-q", trace], capture_output=True, text=True)
+        check(z.returncode == 0, "not whole frames: %s" % z.stderr)
+        check("incomplete: writes failed" in p.stderr, "exit line: %r" % p.stderr)
+        doc, _ = analyze([trace])
+        proc = doc["processes"][0]
+        check(not proc["complete"] and proc["lost"]["write_error"] > 0 and
+              doc["inputs"][0]["frames_bad"] == 0, "process %s inputs %s"
+              % ({k: proc[k] for k in ("complete", "lost")}, doc["inputs"]))
+        # the tail made it: the trace ends with its final frame, and says what it lacks
+        text = analyze([trace], json_out=False, command="summarize")[1].stdout
+        check("incomplete: " in text and "could not be written" in text and
+              "no final frame" not in text, "summary: %s" % text)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        # 3000 bytes: the header frame (about 1 KB) fits, the first frame of events does not
+        for flush_ms in (60000, 1):
+            trace = os.path.join(tmp, "fsize%d.icx.zst" % flush_ms)
+            p = traced(tmp, trace, flush_ms, limited(3000))
+            incomplete(trace, p)
+        trace = os.path.join(tmp, "tiny.icx.zst")
+        traced(tmp, trace, 60000, limited(100))
+        check(not os.path.exists(trace), "an empty trace was left behind")
+        # a full file system: a 16 KiB tmpfs (root only)
+        mnt = os.path.join(tmp, "small")
+        os.mkdir(mnt)
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", mnt],
+                          capture_output=True).returncode != 0:
+            raise Skip("cannot mount a tmpfs (not root): the ENOSPC half did not run")
+        try:
+            trace = os.path.join(mnt, "t.icx.zst")
+            p = traced(tmp, trace, 60000)
+            incomplete(trace, p)
+        finally:
+            subprocess.run(["umount", mnt])
+
+
+def test_output_directory_removed_while_running():
+    """The output directory deleted under a running job (a cleanup script): one warning, tracing
+    stops, the job goes on and exits as it would; no directory is re-created."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "traces")
+        trace = os.path.join(out, "t.icx.zst")
+        p = subprocess.Popen([os.path.join(TESTS, "many_copies"), "1000", "wait"],
+                             env=env_for(tmp, ICX_OUTPUT=trace, ICX_FLUSH_MS=20),
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        for _ in range(1000):
+            if os.path.exists(trace) and os.path.getsize(trace) > 0:
+                break
+            time.sleep(0.01)
+        check(os.path.exists(trace), "no trace file appeared")
+        shutil.rmtree(out)
+        out_s, err_s = p.communicate(timeout=60)
+        check(p.returncode == 0 and out_s == "", "job rc %d stdout %r" % (p.returncode, out_s))
+        lines = icx_lines(err_s)
+        check(len(lines) == 1 and "was removed while the job ran" in lines[0],
+              "stderr: %r" % err_s)
+        check(not os.path.exists(out), "the directory came back")
+
+
 def test_disable_and_quiet():
     """ICX_DISABLE=1 writes nothing; ICX_QUIET=1 silences the exit line."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -349,10 +438,10 @@ def test_disable_and_quiet():
 
 
 def test_ordinary_programs_leave_nothing():
-    """A shell, python3 and git under the preload: same stdout and status, no stderr line, no trace
-    file or directory."""
+    """A shell, python3, git and gcc (which runs cc1) under the preload: same stdout and status,
+    no stderr line, no trace file or directory."""
     progs = [["/bin/sh", "-c", "echo hi; exit 3"], ["/usr/bin/python3", "-c", "print(6*7)"],
-             ["git", "--version"]]
+             ["git", "--version"], ["gcc", "-fsyntax-only", "-x", "c", "/dev/null"]]
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "traces")
         for argv in progs:
@@ -564,6 +653,92 @@ def test_bad_inputs():
         # A good file next to a bad one: the good one is still reported, rc says something failed.
         doc, p = analyze([good, os.path.join(tmp, "text")], check_rc=False)
         check(p.returncode == 1 and p.stdout.strip(), "mixed inputs: rc %d" % p.returncode)
+        bad_input_kinds(tmp, good, data)
+
+
+def peak_rss_kb(cmd, **kw):
+    """Run cmd in a child of a fresh python, so that ru_maxrss is that command's alone."""
+    probe = ("import resource, subprocess, sys; p = subprocess.run(sys.argv[1:]); "
+             "print(p.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+    p = subprocess.run([sys.executable, "-c", probe] + cmd, capture_output=True, text=True,
+                       timeout=120, **kw)
+    rc, kb = p.stdout.split()[-2:]
+    return int(rc), int(kb), p.stderr
+
+
+def bad_input_kinds(tmp, good, data):
+    """FIFOs, devices, directories named like traces, unreadable files, a directory of junk and
+    decompression bombs: one line each naming the file, never a hang, bounded memory."""
+    def errors(p, path):
+        return [l for l in p.stderr.splitlines() if l.startswith("icx-analyze: " + path + ": ")]
+    fifo = os.path.join(tmp, "fifo.icx.zst")
+    os.mkfifo(fifo)
+    _, p = analyze([fifo], check_rc=False)  # nobody writes: no hang (120 s timeout)
+    check(p.returncode == 1 and "nothing written" in "".join(errors(p, fifo)), "FIFO: %r" % p.stderr)
+    os.unlink(fifo)
+    # a pipe that is written: read like a file (icx-analyze <(zstdcat ...))
+    piped = subprocess.run([ANALYZE, "--json", "/dev/stdin"], input=data, capture_output=True)
+    check(piped.returncode == 0 and json.loads(piped.stdout)["processes"], "pipe: %r" % piped.stderr)
+    _, p = analyze(["/dev/zero"], check_rc=False)
+    check(p.returncode == 1 and "not a regular file" in "".join(errors(p, "/dev/zero")),
+          "/dev/zero: %r" % p.stderr)
+    # a directory of junk next to one good trace: each bad one named once, the good one read
+    junk = os.path.join(tmp, "junk")
+    os.mkdir(junk)
+    shutil.copy(good, os.path.join(junk, "good.icx.zst"))
+    os.mkdir(os.path.join(junk, "subdir.icx.zst"))
+    for i, content in enumerate((b"", os.urandom(3000), data[:len(data) // 2] + os.urandom(100))):
+        with open(os.path.join(junk, "bad%d.icx.zst" % i), "wb") as f:
+            f.write(content)
+    os.mkfifo(os.path.join(junk, "pipe.icx.zst"))
+    with open(os.path.join(junk, "notes.txt"), "w") as f:
+        f.write("not a trace name: never read\n")
+    doc, p = analyze([junk], check_rc=False)
+    named = {l.split(": ")[1] for l in p.stderr.splitlines() if l.startswith("icx-analyze: ")}
+    want = {os.path.join(junk, n) for n in ("subdir.icx.zst", "bad0.icx.zst", "bad1.icx.zst",
+                                             "pipe.icx.zst")}
+    check(want <= named and not any("notes.txt" in n for n in named) and
+          "a directory, not a trace file" in p.stderr, "junk directory: %r" % p.stderr)
+    check(p.returncode == 1 and doc is None, "junk directory rc %d" % p.returncode)
+    # the damaged one (a good half, then junk): its intact frames read beside the good trace
+    doc, p = analyze([os.path.join(junk, "good.icx.zst"), os.path.join(junk, "bad2.icx.zst")],
+                     check_rc=False)
+    check(p.returncode == 0 and len(doc["processes"]) == 2 and doc["inputs"][1]["frames_bad"] >= 1,
+          "half a trace: rc %d %s" % (p.returncode, doc and doc["inputs"]))
+    # unreadable: as nobody when we are root (root reads anything)
+    secret = os.path.join(tmp, "secret.icx.zst")
+    shutil.copy(good, secret)
+    os.chmod(secret, 0)
+    pre = None
+    if os.geteuid() == 0:
+        os.chmod(tmp, 0o755)
+        pre = lambda: os.setuid(65534)  # noqa: E731
+    p = subprocess.run([ANALYZE, secret], capture_output=True, text=True, preexec_fn=pre)
+    check(p.returncode == 1 and "Permission denied" in "".join(errors(p, secret)),
+          "unreadable: %r" % p.stderr)
+    # decompression bombs: a frame header declaring 1 TiB, and 300 MB of zeros in 10 KB; each
+    # refused, the good trace after it still read, peak memory far below what they declare
+    # magic, frame header descriptor (8-byte content size), window 1 KiB, the content size, one
+    # empty last raw block
+    bomb_hdr = bytes([0x28, 0xB5, 0x2F, 0xFD, 0xC0, 0x00]) + (1 << 40).to_bytes(8, "little") + \
+        bytes([0x01, 0x00, 0x00])
+    def zeros(declare):
+        return subprocess.run("head -c 300000000 /dev/zero | zstd -q -1 -c" +
+                              (" --stream-size=300000000" if declare else ""), shell=True,
+                              capture_output=True, check=True).stdout
+    for name, bomb, says in (("declared", bomb_hdr, "a frame declaring %d bytes" % (1 << 40)),
+                             ("zeros", zeros(True), "a frame declaring 300000000 bytes"),
+                             ("unsized", zeros(False), "a frame that does not declare its size")):
+        path = os.path.join(tmp, "bomb-%s.icx.zst" % name)
+        with open(path, "wb") as f:
+            f.write(bomb + data)
+        rc, kb, err = peak_rss_kb([ANALYZE, "--json", path])
+        check(rc == 0 and "%s: offset 0: %s" % (path, says) in err and "refused" in err,
+              "bomb %s: rc %d %r" % (name, rc, err))
+        check(kb < 64 * 1024, "bomb %s: peak RSS %d KiB" % (name, kb))
+        doc, p = analyze([path], check_rc=False)
+        check(doc and len(doc["processes"]) == 1 and doc["inputs"][0]["bytes_skipped"] > 0,
+              "bomb %s: %s %r" % (name, doc and doc["inputs"], p.stderr))
 
 
 def test_static_cudart_detected():
