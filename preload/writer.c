@@ -130,6 +130,7 @@ static void icx_check_gone(void)
 }
 
 static void icx_put_lost(struct icx_frame *f);
+static void icx_put_end(int status);
 
 /* Compress the current frame and append it to the file.  Writer lock held. */
 static int icx_open_file(void);
@@ -141,26 +142,23 @@ static void icx_frame_emit(void)
     icx_check_gone();
     const uint8_t *p = icx_cur.buf;
     size_t n = icx_cur.len;
-    if (icx_gone || icx_broken)
-        ; /* dropped, counted below */
-    else if (icx_head_len && icx_head_len <= n && icx_frame_write(p, icx_head_len) != 0)
-        ; /* the stream header is a frame of its own: the file starts readable */
-    else {
-        p += icx_head_len;
-        n -= icx_head_len;
+    if (!icx_gone && !icx_broken && icx_head_len && icx_head_len <= n) {
+        /* the stream header, a frame of its own: the file starts readable */
+        if (icx_frame_write(p, icx_head_len) == 0) {
+            p += icx_head_len;
+            n -= icx_head_len;
+        }
         icx_head_len = 0;
-        if (!n || icx_frame_write(p, n) == 0)
-            n = 0;
     }
-    atomic_fetch_add(&icx_lost[ICX_LOST_write_error], n);
+    if (!icx_gone && !icx_broken && n && icx_frame_write(p, n) == 0)
+        n = 0;
+    atomic_fetch_add(&icx_lost[ICX_LOST_write_error], n); /* what was not written */
     icx_cur.len = 0;
     /* A broken stream's tail, once: no events (they may name strings and threads of the frames
      * lost), the loss counters and END, so that the trace says what it lacks. */
     if (icx_broken && !icx_gone && icx_ended && icx_file_good && !icx_tail_tried++) {
         icx_put_lost(&icx_cur);
-        struct icx_rec_end *e = icx_frame_put(&icx_cur, ICX_REC_END, 0, sizeof(*e));
-        if (e)
-            e->exit_status = icx_end_status;
+        icx_put_end(icx_end_status);
         icx_frame_write(icx_cur.buf, icx_cur.len);
         icx_cur.len = 0;
     }
