@@ -32,7 +32,8 @@ TEST_PROGS := $(patsubst tests/e2e/%.c,$(BUILD)/tests/%,$(wildcard tests/e2e/*.c
 UNIT_PROGS := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit_%,$(wildcard tests/unit/*.c))
 BENCH_PROGS := $(BUILD)/bench/bench_copy $(BUILD)/bench/null/libcudart.so.13 $(BUILD)/bench/libfloor.so \
                $(BUILD)/bench/bench_post_send $(BUILD)/bench/null/libibverbs.so.1 \
-               $(BUILD)/bench/bench_nccl $(BUILD)/bench/null/libnccl.so.2 $(BUILD)/bench/bench_startup
+               $(BUILD)/bench/bench_nccl $(BUILD)/bench/null/libnccl.so.2 $(BUILD)/bench/bench_startup \
+               $(BUILD)/bench/exit_copies
 
 .PHONY: all deps test demo sanitize bench clean format fuzz
 NCCL_PROGS := $(BUILD)/tests/nccl/ddp_loop $(BUILD)/tests/nccl/capture_nccl
@@ -209,6 +210,10 @@ $(BUILD)/bench/bench_post_send: bench/bench_post_send.c bench/bench_timing.h $(B
 $(BUILD)/bench/bench_startup: bench/bench_startup.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -O2 -o $@ $<
+
+$(BUILD)/bench/exit_copies: bench/exit_copies.c $(BUILD)/bench/null/libcudart.so.13
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -o $@ $< -L$(BUILD)/bench/null -l:libcudart.so.13 -Wl,-rpath,'$$ORIGIN/null'
 
 $(BUILD)/bench/null/libnccl.so.2: bench/nullnccl.c
 	@mkdir -p $(dir $@)

@@ -90,6 +90,19 @@ for prog in /bin/true "/bin/bash -c true" "/usr/bin/python3 -c pass"; do
     # shellcheck disable=SC2086 # the program's words are meant to split
     ICX_QUIET=0 ICX_OUTPUT="$tmp/startup/%p.icx.zst" $S "$LIB" "$SROUNDS" -- $prog
 done
+# A traced process's end: the final frame, written by the destructor (return from main) or, for
+# _exit, by the writer thread while _exit waits for it.
+mkdir -p "$tmp/traced"
+echo "start-up + exit of a traced process (10 copies, null libcudart), us, $SROUNDS runs each, interleaved"
+printf "%-24s %9s %9s %9s\n" "variant" "median" "p90" "added"
+for end in return _exit; do
+    echo "$BUILD/bench/exit_copies $end"
+    ICX_QUIET=1 ICX_OUTPUT="$tmp/traced/%p.icx.zst" $S "$LIB" "$SROUNDS" -- "$BUILD/bench/exit_copies" $end
+done
+if [ "$(ls "$tmp/traced" | wc -l)" -ne $((2 * (SROUNDS + 3))) ]; then
+    echo "bench: the traced processes left $(ls "$tmp/traced" | wc -l) traces, not $((2 * (SROUNDS + 3)))" >&2
+    exit 1
+fi
 if [ -n "$(ls -A "$tmp/startup")" ]; then
     echo "bench: a process that used no traced API left a trace: $(ls "$tmp/startup" | head -3)" >&2
     exit 1

@@ -36,6 +36,7 @@ static int icx_wake[2] = {-1, -1};
 static _Atomic int icx_stop;
 static _Atomic int icx_writer_tid;
 static _Atomic unsigned icx_flush_gen; /* bumped after every frame written */
+static _Atomic unsigned icx_begun_gen; /* bumped as each frame begins, once woken */
 /* A final frame asked for by another thread (fatal signal, exec, _exit): END's status, once
  * icx_pending_set is 1. */
 static _Atomic int icx_pending_set;
@@ -370,6 +371,7 @@ static void *icx_writer_main(void *arg)
             ssize_t n = read(icx_wake[0], junk, sizeof(junk));
             (void)n;
         }
+        atomic_fetch_add(&icx_begun_gen, 1);
         if (atomic_load(&icx_stop))
             break;
         if (atomic_load(&icx_devices_req) && !atomic_load(&icx_devices_begun)) {
@@ -584,16 +586,18 @@ static int icx_writer_request(int end, int status)
     if (atomic_load(&icx_writer_tid) == icx_gettid() ||
         atomic_load(&icx_stream_pid) != (int)getpid())
         return 0;
-    unsigned gen = atomic_load(&icx_flush_gen);
     if (end) {
         atomic_store(&icx_pending_status, status);
         atomic_store(&icx_pending_set, 1);
     }
+    /* Done when a frame begun after this point is written: it saw the request (a frame begun
+     * before may not have), and the wake byte, written after, is still unread when it begins, so
+     * one begins at once.  Waiting for the next periodic frame instead cost up to ICX_FLUSH_MS. */
+    unsigned began = atomic_load(&icx_begun_gen);
     ssize_t n = write(icx_wake[1], "s", 1);
     (void)n;
-    /* Two generations: the frame in progress may have started before our request. */
-    for (int i = 0; i < 1000 && atomic_load(&icx_flush_gen) - gen < 2; i++) {
-        struct timespec ts = {0, 1000000};
+    for (int i = 0; i < 10000 && (int)(atomic_load(&icx_flush_gen) - began) < 1; i++) {
+        struct timespec ts = {0, 100000};
         nanosleep(&ts, NULL);
     }
     return 1;
@@ -647,6 +651,7 @@ static void icx_writer_fork_child(void)
 {
     pthread_mutex_init(&icx_wlock, NULL);
     icx_thread_started = 0;
+    atomic_store(&icx_begun_gen, atomic_load(&icx_flush_gen)); /* a frame the fork cut short */
     if (icx_wake[0] >= 0) {
         close(icx_wake[0]);
         close(icx_wake[1]);
