@@ -28,6 +28,7 @@
 #include "frame.h"
 #include "gpu.h"
 #include "module.h"
+#include "signals.h"
 #include "stack.h"
 #include "writer.h"
 
@@ -81,25 +82,20 @@ static void icx_dump_handler(int signo, siginfo_t *si, void *uctx)
     errno = saved;
 }
 
-/* A real-time signal the job leaves at its default (or ours already): never one the job uses. */
+/* A real-time signal the job leaves at its default (or ours already): never one the job uses, and
+ * the job keeps seeing SIG_DFL there (signals.c). */
 static int icx_dump_signal(void)
 {
-    struct sigaction cur;
-    if (icx_dump_sig && sigaction(icx_dump_sig, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
-        cur.sa_sigaction == icx_dump_handler)
-        return icx_dump_sig;
-    for (int sig = SIGRTMAX - 2; sig > SIGRTMIN + 2; sig--) {
-        if (sigaction(sig, NULL, &cur) != 0 || (cur.sa_flags & SA_SIGINFO) ||
-            cur.sa_handler != SIG_DFL)
-            continue;
-        struct sigaction sa;
-        memset(&sa, 0, sizeof(sa));
-        sa.sa_sigaction = icx_dump_handler;
-        sa.sa_flags = SA_SIGINFO | SA_RESTART;
-        sigfillset(&sa.sa_mask);
-        if (sigaction(sig, &sa, NULL) == 0)
-            return icx_dump_sig = sig; /* stays installed: a late answer must not kill the job */
-    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = icx_dump_handler;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigfillset(&sa.sa_mask);
+    if (icx_dump_sig && icx_sig_claim(icx_dump_sig, &sa))
+        return icx_dump_sig; /* stays installed: a late answer must not kill the job */
+    for (int sig = SIGRTMAX - 2; sig > SIGRTMIN + 2; sig--)
+        if (icx_sig_claim(sig, &sa))
+            return icx_dump_sig = sig;
     return icx_dump_sig = 0;
 }
 
@@ -222,17 +218,13 @@ static void icx_hang_init(void)
     struct stat st;
     if (icx_cfg.dump_path[0] && stat(icx_cfg.dump_path, &st) == 0)
         icx_request_mtime = st.st_mtim; /* an old request is not a new one */
-    struct sigaction cur;
     /* SIGUSR2 asks for a dump, unless the job has its own use for it. */
-    if (sigaction(SIGUSR2, NULL, &cur) == 0 && !(cur.sa_flags & SA_SIGINFO) &&
-        cur.sa_handler == SIG_DFL) {
-        struct sigaction sa;
-        memset(&sa, 0, sizeof(sa));
-        sa.sa_handler = icx_usr2_handler;
-        sa.sa_flags = SA_RESTART;
-        sigemptyset(&sa.sa_mask);
-        sigaction(SIGUSR2, &sa, NULL);
-    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = icx_usr2_handler;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    icx_sig_claim(SIGUSR2, &sa);
 }
 
 /* ---- the dump ---- */

@@ -60,7 +60,7 @@ struct icx_module {
 /* The modules of libicxtrace.so, in the order of core.c's table. */
 extern const struct icx_module icx_mod_writer, icx_mod_identity, icx_mod_cuda, icx_mod_gpu,
     icx_mod_topo, icx_mod_verbs, icx_mod_nccl, icx_mod_hang, icx_mod_placement, icx_mod_stack,
-    icx_mod_tbuf, icx_mod_frame;
+    icx_mod_tbuf, icx_mod_frame, icx_mod_signals;
 /* The example module (preload/examples/null_module.c): only in the test copy of the tracer. */
 extern const struct icx_module icx_mod_example;
 

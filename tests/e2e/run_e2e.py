@@ -4,6 +4,7 @@
 
 Usage: run_e2e.py BUILD_DIR [TEST_NAME...]   Prints PASS/FAIL/SKIP lines and 'N passed, N failed'.
 """
+import difflib
 import json
 import os
 import re
@@ -114,17 +115,9 @@ def links_by_pair(doc):
 # ---------------------------------------------------------------------------------------------
 
 def test_exports():
-    """libicxtrace.so exports exactly the wrapped names of preload/wraps_*.def: the CUDA, NCCL and
-    dl wrappers unversioned, each libibverbs wrapper with its version there; and every API id of
+    """libicxtrace.so exports exactly the wrapped names of preload/wraps_*.def: the CUDA, NCCL, dl,
+    exec and signal wrappers unversioned, each libibverbs wrapper with its version there; and every API id of
     include/icx/apis.def is one of them or a verbs entry point reached through an ops table."""
-    out = subprocess.run(["nm", "-D", "--defined-only", LIB], capture_output=True, text=True).stdout
-    got = {}
-    for l in out.splitlines():
-        parts = l.split()
-        if len(parts) < 3 or parts[1] == "A" or parts[-1] in ("_init", "_fini") or parts[-1].startswith("__"):
-            continue
-        name, _, ver = parts[-1].partition("@@")
-        got[name] = ver
     want, ops = {}, set()
     for name in sorted(os.listdir(os.path.join(ROOT, "preload"))):
         if name.startswith("wraps_") and name.endswith(".def"):
@@ -132,6 +125,16 @@ def test_exports():
             want.update({n: "" for n in re.findall(r"^ICX_WRAP\((\w+)\)", text, re.M)})
             want.update(dict(re.findall(r'^ICX_WRAPV\((\w+), "([\w.]+)"\)', text, re.M)))
             ops.update(re.findall(r"^ICX_OPS\((\w+)\)", text, re.M))
+    out = subprocess.run(["nm", "-D", "--defined-only", LIB], capture_output=True, text=True).stdout
+    got = {}
+    for l in out.splitlines():
+        parts = l.split()
+        if len(parts) < 3 or parts[1] == "A" or parts[-1] in ("_init", "_fini"):
+            continue
+        if parts[-1].startswith("__") and parts[-1] not in want:
+            continue  # the toolchain's own (__bss_start ...); a wrapped one (__sysv_signal) counts
+        name, _, ver = parts[-1].partition("@@")
+        got[name] = ver
     check("ibv_open_device" in want and "cudaMemcpyPeer" in want and "dlvsym" in want and
           "ncclAllReduce" in want, "wraps_*.def parse found %s" % sorted(want))
     check(got == want, "exported %s, expected %s" % (sorted(got.items()), sorted(want.items())))
@@ -437,11 +440,30 @@ def test_disable_and_quiet():
         check(os.path.exists(os.path.join(tmp, "trace.icx.zst")), "no trace")
 
 
+# Python's view of every signal action, before and after a subprocess (its vfork child resets
+# handlers) and a Ctrl-C, which must still raise KeyboardInterrupt.
+PY_SIGNALS = """
+import os, signal, subprocess, time
+def view():
+    return [(s.name, str(signal.getsignal(s))) for s in signal.valid_signals()
+            if isinstance(s, signal.Signals)]
+print(view())
+subprocess.run(["true"])
+try:
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(5)
+except KeyboardInterrupt:
+    print("KeyboardInterrupt")
+print(view())
+"""
+
+
 def test_ordinary_programs_leave_nothing():
     """A shell, python3, git and gcc (which runs cc1) under the preload: same stdout and status,
     no stderr line, no trace file or directory."""
     progs = [["/bin/sh", "-c", "echo hi; exit 3"], ["/usr/bin/python3", "-c", "print(6*7)"],
-             ["git", "--version"], ["gcc", "-fsyntax-only", "-x", "c", "/dev/null"]]
+             ["git", "--version"], ["gcc", "-fsyntax-only", "-x", "c", "/dev/null"],
+             ["/usr/bin/python3", "-c", PY_SIGNALS]]
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "traces")
         for argv in progs:
@@ -912,6 +934,39 @@ def test_fatal_signal_keeps_behaviour():
         proc = doc["processes"][0]
         check(proc["peer_copies"] == 50 and proc["exit_status"] == 128 + signal.SIGSEGV,
               "copies %d exit %d" % (proc["peer_copies"], proc["exit_status"]))
+
+
+def test_job_signal_actions_stay_the_jobs():
+    """A job that sets its own signal actions after start (sigaction with masks and flags,
+    signal, sysv_signal, siginterrupt, SA_RESETHAND, SA_NODEFER, a vfork child resetting them)
+    prints what it sees and what its handlers observe: the same stdout and exit status with and
+    without the tracer, for each way it ends; and the trace still has its final frame, from the
+    job's _exit in its own SIGTERM handler (after a SIGABRT it raised and handled: that END is
+    superseded), from the fault its SA_RESETHAND handler returned to, from abort() with a handler
+    that returns, and from SIGTERM set back to SIG_DFL."""
+    ends = [("term", 7, 7), ("dfl", -signal.SIGTERM, 128 + signal.SIGTERM),
+            ("abort", -signal.SIGABRT, 128 + signal.SIGABRT)]
+    if not SANITIZE:  # the sanitizers handle SIGSEGV themselves
+        ends.append(("segv", -signal.SIGSEGV, 128 + signal.SIGSEGV))
+    prog = os.path.join(TESTS, "signal_actions")
+    for end, rc, status in ends:
+        with tempfile.TemporaryDirectory() as tmp:
+            plain_env = env_for(tmp)
+            plain_env["LD_PRELOAD"] = plain_env["LD_PRELOAD"].replace(LIB, "").strip(":")
+            plain = run([prog, end], plain_env, check_rc=False)
+            traced = run([prog, end], env_for(tmp, ICX_FLUSH_MS=10000), check_rc=False)
+            check(plain.returncode == rc, "%s: untraced exit %d, expected %d" % (end, plain.returncode, rc))
+            check(traced.returncode == rc, "%s: traced exit %d, expected %d" % (end, traced.returncode, rc))
+            check(len(plain.stdout.splitlines()) > 140 and "vfork child 0" in plain.stdout,
+                  "%s: the workload did not get far: %r" % (end, plain.stdout[-500:]))
+            check(traced.stdout == plain.stdout, "%s: the job saw something else under the tracer:\n%s"
+                  % (end, "\n".join(difflib.unified_diff(plain.stdout.splitlines(),
+                                                         traced.stdout.splitlines(), lineterm=""))))
+            doc, _ = analyze([os.path.join(tmp, "trace.icx.zst")])
+            proc = doc["processes"][0]
+            check(proc["complete"] and proc["exit_status"] == status and proc["peer_copies"] == 5,
+                  "%s: complete=%s exit_status=%s copies=%s" % (end, proc["complete"],
+                                                               proc["exit_status"], proc["peer_copies"]))
 
 
 def make_sysfs(root, topo_path):
