@@ -44,11 +44,6 @@ static _Atomic int icx_sig_pid; /* the process the table belongs to (not a vfork
 static unsigned char icx_sigintr[_NSIG]; /* siginterrupt(sig, 1): signal() then omits SA_RESTART */
 static sigset_t icx_sig_fork_mask;
 
-int icx_sig_real(int sig, const struct sigaction *act, struct sigaction *old)
-{
-    return __sigaction(sig, act, old);
-}
-
 static void icx_sig_lock_take(sigset_t *prev)
 {
     sigset_t all;
@@ -304,6 +299,11 @@ ICX_EXPORT icx_handler_t signal(int sig, icx_handler_t handler)
     return icx_signal_as(sig, handler, 0);
 }
 
+ICX_EXPORT icx_handler_t sysv_signal(int sig, icx_handler_t handler)
+{
+    return icx_signal_as(sig, handler, 1);
+}
+
 icx_handler_t bsd_signal(int sig, icx_handler_t handler); /* not declared for _GNU_SOURCE */
 ICX_EXPORT icx_handler_t bsd_signal(int sig, icx_handler_t handler)
 {
@@ -313,11 +313,6 @@ ICX_EXPORT icx_handler_t bsd_signal(int sig, icx_handler_t handler)
 ICX_EXPORT icx_handler_t ssignal(int sig, icx_handler_t handler)
 {
     return icx_signal_as(sig, handler, 0);
-}
-
-ICX_EXPORT icx_handler_t sysv_signal(int sig, icx_handler_t handler)
-{
-    return icx_signal_as(sig, handler, 1);
 }
 
 ICX_EXPORT icx_handler_t __sysv_signal(int sig, icx_handler_t handler)

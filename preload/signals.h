@@ -6,8 +6,6 @@
 
 #include <signal.h>
 
-/* The C library's own sigaction, never the wrapper: the tracer's internal calls. */
-int icx_sig_real(int sig, const struct sigaction *act, struct sigaction *old);
 /* A signal the tracer uses while the job leaves it at SIG_DFL (the dump signals of hang.c): ours
  * is installed now if the job's action is the default and the signal was not taken, and again
  * whenever the job sets SIG_DFL; any other action the job sets replaces it.  The job keeps seeing
