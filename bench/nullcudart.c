@@ -9,7 +9,7 @@
 static __thread int dev;
 static _Atomic unsigned long next_alloc;
 static char events[4096];
-static unsigned next_event;
+static _Atomic unsigned next_event; /* threads create events at once */
 
 API cudaError_t cudaMemcpyPeerAsync(void *d, int dd, const void *s, int sd, size_t n,
                                     cudaStream_t st)

@@ -22,8 +22,6 @@
 #include "module.h"
 #include "runtime.h"
 
-#define ICX_NOSAN __attribute__((no_sanitize("address", "undefined")))
-
 static const struct icx_module *const *_Atomic icx_dl_mods;
 static _Atomic size_t icx_dl_nmods;
 

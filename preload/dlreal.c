@@ -10,8 +10,6 @@
 #include "dlreal.h"
 #include "runtime.h"
 
-#define ICX_NOSAN __attribute__((no_sanitize("address", "undefined")))
-
 extern struct r_debug _r_debug; /* the dynamic linker's list of loaded objects */
 
 ICX_NOSAN static int icx_streq(const char *a, const char *b)

@@ -11,4 +11,9 @@ extern void *(*icx_real_dlvsym)(void *, const char *, const char *);
 /* Find them now if not yet done (no library calls, no sanitizer instrumentation). */
 void icx_dl_init(void);
 
+/* For the code a sanitizer's own start-up runs: its interceptors look functions up with dlsym
+ * before its runtime (TSan's thread state, ASan's shadow) exists, so that path must not be
+ * instrumented. */
+#define ICX_NOSAN __attribute__((no_sanitize("address", "undefined", "thread")))
+
 #endif
