@@ -102,6 +102,7 @@ void icx_config_load(void)
     while (bytes < (size_t)kb * 1024)
         bytes <<= 1;
     icx_cfg.buffer_bytes = bytes;
+    icx_cfg.memory_bytes = (size_t)icx_env_long("ICX_MEMORY_MB", 1024, 1, 1 << 20) << 20;
     const char *t = secure_getenv("ICX_GPU_TIMING");
     icx_cfg.gpu_timing = ICX_GPUT_SAMPLE;
     if (t && strcmp(t, "off") == 0)

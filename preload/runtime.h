@@ -30,6 +30,7 @@ struct icx_config {
     int level;              /* ICX_ZSTD_LEVEL */
     unsigned flush_ms;      /* ICX_FLUSH_MS */
     size_t buffer_bytes;    /* ICX_BUFFER_KB, per thread, power of two */
+    size_t memory_bytes;    /* ICX_MEMORY_MB: all rings together, at most */
     int gpu_timing;         /* ICX_GPU_TIMING */
     unsigned gpu_sample_us; /* ICX_GPU_SAMPLE_US: sample mode times at most one copy per thread
                                per this many microseconds */

@@ -12,6 +12,29 @@
 _Atomic uint64_t icx_lost[ICX_LOST_SLOTS];
 
 static pthread_mutex_t icx_tbuf_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Bytes of all live rings (ICX_MEMORY_MB bounds it): a thread that would pass the budget gets no
+ * ring; its events are dropped and counted (no_buffer) until a dead thread's ring is freed. */
+static _Atomic size_t icx_tbuf_bytes;
+static atomic_flag icx_tbuf_budget_said = ATOMIC_FLAG_INIT;
+
+static size_t icx_ring_bytes(void)
+{
+    return sizeof(struct icx_tbuf) + icx_cfg.buffer_bytes + ICX_RING_SLACK;
+}
+
+static int icx_budget_take(void)
+{
+    size_t need = icx_ring_bytes();
+    size_t had = atomic_fetch_add_explicit(&icx_tbuf_bytes, need, memory_order_relaxed);
+    if (had + need <= icx_cfg.memory_bytes)
+        return 1;
+    atomic_fetch_sub_explicit(&icx_tbuf_bytes, need, memory_order_relaxed);
+    if (!atomic_flag_test_and_set(&icx_tbuf_budget_said))
+        icx_log("ring memory budget (ICX_MEMORY_MB=%zu) reached: threads without a ring drop their "
+                "events, counted as no_buffer\n",
+                icx_cfg.memory_bytes >> 20);
+    return 0;
+}
 static struct icx_tbuf *icx_tbuf_list;
 static pthread_key_t icx_tbuf_key;
 static int icx_tbuf_key_ok;
@@ -36,10 +59,15 @@ static struct icx_tbuf *icx_tbuf_new(void)
         icx_count_lost(ICX_LOST_no_buffer);
         return NULL;
     }
+    if (!icx_budget_take()) {
+        icx_count_lost(ICX_LOST_no_buffer);
+        return NULL;
+    }
     struct icx_tbuf *b = calloc(1, sizeof(*b));
     uint8_t *data = b ? malloc(icx_cfg.buffer_bytes + ICX_RING_SLACK) : NULL;
     if (!data) {
         free(b);
+        atomic_fetch_sub_explicit(&icx_tbuf_bytes, icx_ring_bytes(), memory_order_relaxed);
         icx_count_lost(ICX_LOST_no_buffer);
         return NULL;
     }
@@ -90,6 +118,7 @@ void icx_tbuf_drain_all(void (*fn)(struct icx_tbuf *b, void *ctx), void *ctx)
             icx_tbuf_free_ext(b);
             free(b->data);
             free(b);
+            atomic_fetch_sub_explicit(&icx_tbuf_bytes, icx_ring_bytes(), memory_order_relaxed);
         } else {
             link = &b->next;
         }
@@ -117,6 +146,7 @@ static void icx_tbuf_fork_child(void)
     if (self == ICX_TBUF_DEAD)
         self = NULL;
     icx_tbuf_list = NULL;
+    atomic_store(&icx_tbuf_bytes, self ? icx_ring_bytes() : 0); /* the others' rings are gone */
     if (self) {
         uint64_t head = atomic_load_explicit(&self->head, memory_order_relaxed);
         atomic_store_explicit(&self->tail, head, memory_order_relaxed);

@@ -598,7 +598,8 @@ def test_bad_configuration_values():
     bad = {"ICX_FLUSH_MS": "-5", "ICX_BUFFER_KB": "abc", "ICX_ZSTD_LEVEL": "9" * 30,
            "ICX_SAMPLE_MS": "1e3", "ICX_GPU_TIMING": "sometimes", "ICX_STACKS": "-2",
            "ICX_HANG_S": "forever", "ICX_GPU_SAMPLE_US": "0", "ICX_VERBS_EVENTS": "2",
-           "ICX_DEBUG": "x", "ICX_FOLLOW_FORK": "yes", "ICX_MODE": "9", "ICX_DISABLE": "maybe"}
+           "ICX_DEBUG": "x", "ICX_FOLLOW_FORK": "yes", "ICX_MODE": "9", "ICX_DISABLE": "maybe",
+           "ICX_MEMORY_MB": "-1"}
     with tempfile.TemporaryDirectory() as tmp:
         prog = [os.path.join(TESTS, "many_copies"), "10"]
         plain = dict(env_for(tmp))
@@ -956,6 +957,31 @@ def test_thread_storm_exact(per=500):
         n = threads * 3 // 2 * per
         check(lost["buffer_full"] > 0 and got + lost["buffer_full"] + lost["no_buffer"] == n,
               "recorded %d + lost %s != %d" % (got, lost, n))
+        check(sum(l["ops"] for l in doc["links"]) == got, "links disagree with the copy count")
+
+
+def test_ring_memory_budget():
+    """ICX_MEMORY_MB bounds all rings together: the thread storm's 96 threads with 64 KiB rings
+    (128 KiB with the slack) in a 2 MiB budget.  Threads past it get no ring and their copies are
+    counted (no_buffer), a dead thread's freed ring makes room again, the job neither blocks nor
+    changes, and one line says the budget was reached."""
+    with tempfile.TemporaryDirectory() as tmp:
+        threads, per = 64, 500
+        truth_file = os.path.join(tmp, "truth")
+        env = env_for(tmp, ICX_BUFFER_KB=64, ICX_MEMORY_MB=2, ICX_GPU_TIMING="off")
+        p = run([os.path.join(TESTS, "thread_storm"), str(threads), str(per), truth_file], env)
+        check(p.stderr.count("ring memory budget (ICX_MEMORY_MB=2) reached") == 1,
+              "stderr %r" % p.stderr[-1000:])
+        n = sum(c for _, c in read_truth(truth_file).values())
+        doc, _ = analyze([os.path.join(tmp, "trace.icx.zst")])
+        proc = doc["processes"][0]
+        got, lost = proc["peer_copies"], proc["lost"]
+        check(proc["complete"] and lost["no_buffer"] > 0 and
+              got + lost["no_buffer"] + lost["buffer_full"] == n == threads * 3 // 2 * per,
+              "recorded %d + lost %s != %d" % (got, lost, n))
+        # 15 rings fit at once (128 KiB and the ring's header each), one of them main's: at least
+        # 14 workers record all their copies.
+        check(got >= 14 * per, "only %d copies recorded" % got)
         check(sum(l["ops"] for l in doc["links"]) == got, "links disagree with the copy count")
 
 
