@@ -247,8 +247,8 @@ sanitize:
 	@$(MAKE) --no-print-directory BUILD=build/san SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" OPT="-O1 -g" all
 	@BUILD=build/san ICX_TEST_SANITIZE=1 sh tests/run.sh
 
-# The same tests with TSan in the tracer, the analyzer and the simulated hardware (docs/RELIABILITY.md
-# says what TSan cannot run here).  Not part of `make test`.
+# The unit and e2e tests with TSan in the tracer, the analyzer and the simulated hardware
+# (docs/RELIABILITY.md says what TSan cannot run here and what still fails).  Not in `make test`.
 tsan:
 	@$(MAKE) --no-print-directory BUILD=build/tsan SAN="-fsanitize=thread" OPT="-O1 -g" all
 	@BUILD=build/tsan ICX_TEST_SANITIZE=thread sh tests/run.sh

@@ -46,10 +46,16 @@ harness() {
     fi
 }
 harness e2e tests/e2e/run_e2e.py "$BUILD"
-# Verbs: dlsym interposition here, the real verbs stack (rdma_rxe) in a QEMU guest.
-harness verbs tests/e2e/run_verbs.py "$BUILD"
-# NCCL over the simulated cluster.
-harness nccl tests/e2e/run_nccl.py "$BUILD"
+if [ "${ICX_TEST_SANITIZE:-}" = thread ]; then
+    # make tsan: the NCCL jobs' timing checks assume real link rates, which TSan's slowdown breaks,
+    # and the hang dumps' signal handler is not yet TSan-clean (docs/RELIABILITY.md).
+    echo "SKIP verbs, nccl: not run under TSan (docs/RELIABILITY.md)"
+else
+    # Verbs: dlsym interposition here, the real verbs stack (rdma_rxe) in a QEMU guest.
+    harness verbs tests/e2e/run_verbs.py "$BUILD"
+    # NCCL over the simulated cluster.
+    harness nccl tests/e2e/run_nccl.py "$BUILD"
+fi
 # Coverage-guided fuzzing of the reader, briefly (make fuzz FUZZ_SECONDS=N for longer runs).
 if [ -z "${ICX_TEST_SANITIZE:-}" ]; then
     if command -v clang >/dev/null 2>&1 &&

@@ -680,7 +680,9 @@ def test_nccl_follow_live():
         try:
             while proc.poll() is None:
                 time.sleep(0.5)
-                if os.path.isdir(traces):
+                # The directory comes before the first trace file (the first flush): follow
+                # over an empty directory reads nothing and says so (exit 1).
+                if os.path.isdir(traces) and os.listdir(traces):
                     frames.append(follow_frame(traces, "--json", "--late", "2"))
                     late = [r for c in frames[-1]["communicators"] for r in c["ranks"] if r["late"]]
                     if not text and late and late[0]["behind_s"] > 5:
