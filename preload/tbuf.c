@@ -26,13 +26,13 @@ static int icx_budget_take(void)
 {
     size_t need = icx_ring_bytes();
     /* A thread refused before tries at each event: a plain load keeps that off the shared line. */
-    if (atomic_load_explicit(&icx_tbuf_bytes, memory_order_relaxed) + need > icx_cfg.memory_bytes)
-        goto refuse;
-    size_t had = atomic_fetch_add_explicit(&icx_tbuf_bytes, need, memory_order_relaxed);
-    if (had + need <= icx_cfg.memory_bytes)
-        return 1;
-    atomic_fetch_sub_explicit(&icx_tbuf_bytes, need, memory_order_relaxed);
-refuse:
+    if (atomic_load_explicit(&icx_tbuf_bytes, memory_order_relaxed) + need <=
+        icx_cfg.memory_bytes) {
+        size_t had = atomic_fetch_add_explicit(&icx_tbuf_bytes, need, memory_order_relaxed);
+        if (had + need <= icx_cfg.memory_bytes)
+            return 1;
+        atomic_fetch_sub_explicit(&icx_tbuf_bytes, need, memory_order_relaxed);
+    }
     if (!atomic_flag_test_and_set(&icx_tbuf_budget_said))
         icx_log("ring memory budget (ICX_MEMORY_MB=%zu) reached: threads without a ring drop their "
                 "events, counted as no_buffer\n",
