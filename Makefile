@@ -253,19 +253,33 @@ tsan:
 	@$(MAKE) --no-print-directory BUILD=build/tsan SAN="-fsanitize=thread" OPT="-O1 -g" all
 	@BUILD=build/tsan ICX_TEST_SANITIZE=thread sh tests/run.sh
 
-# Coverage-guided fuzzing of the reader (libFuzzer; needs clang with compiler-rt).  FUZZ_SECONDS
-# bounds the run; the golden traces are the seeds.  tests/run.sh runs it briefly when clang can.
+# Coverage-guided fuzzing (libFuzzer; needs clang with compiler-rt), one target per input kind:
+#   fuzz_reader   whole trace files (zstd framing, then every decoder and report); seeds: the golden traces
+#   fuzz_records  a frame's records (the decoders and the data embedded in traces); seeds: the golden
+#                 traces decompressed, tests/fuzz/seeds/records (verbs, a hang dump, Python stacks)
+#   fuzz_nccl_xml NCCL's graph and topology XML; seeds: tests/fuzz/seeds/nccl_xml
+# `make fuzz` runs each for FUZZ_SECONDS; tests/run.sh runs them briefly when clang can.
 FUZZ_SECONDS ?= 60
-FUZZ_BIN := $(BUILD)/fuzz/fuzz_reader
-$(FUZZ_BIN): tests/fuzz/fuzz_reader.c $(ANALYZER_LIB_SRC) $(wildcard analyzer/*.h) $(wildcard include/icx/*)
+FUZZ_TARGETS := fuzz_reader fuzz_records fuzz_nccl_xml
+FUZZ_CC = clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined $(CSTD) -Iinclude -Ianalyzer -o $@
+FUZZ_RUN = -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1
+$(BUILD)/fuzz/fuzz_reader $(BUILD)/fuzz/fuzz_records: $(BUILD)/fuzz/%: tests/fuzz/%.c \
+    tests/fuzz/fuzz_analyze.c tests/fuzz/fuzz_analyze.h $(ANALYZER_LIB_SRC) $(wildcard analyzer/*.h) \
+    $(wildcard include/icx/*)
 	@mkdir -p $(dir $@)
-	clang -g -O1 -fsanitize=fuzzer,address,undefined $(CSTD) -Iinclude -Ianalyzer -o $@ \
-	    tests/fuzz/fuzz_reader.c $(ANALYZER_LIB_SRC) -lzstd -lm
-fuzz: $(FUZZ_BIN)
-	@mkdir -p $(BUILD)/fuzz/corpus
-	@for f in tests/golden/*/*.icx.zst; do cp "$$f" "$(BUILD)/fuzz/corpus/$$(basename $$(dirname $$f))-$$(basename $$f)"; done
-	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=1 \
-	    $(BUILD)/fuzz/corpus 2>&1 | tail -n 12
+	$(FUZZ_CC) $< tests/fuzz/fuzz_analyze.c $(ANALYZER_LIB_SRC) -lzstd -lm
+$(BUILD)/fuzz/fuzz_nccl_xml: tests/fuzz/fuzz_nccl_xml.c analyzer/nccl_graph.c analyzer/nccl_graph.h
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) tests/fuzz/fuzz_nccl_xml.c analyzer/nccl_graph.c
+fuzz: $(addprefix $(BUILD)/fuzz/,$(FUZZ_TARGETS))
+	@mkdir -p $(BUILD)/fuzz/reader $(BUILD)/fuzz/records $(BUILD)/fuzz/nccl_xml
+	@for f in tests/golden/*/*.icx.zst; do \
+	    n=$$(basename $$(dirname $$f))-$$(basename $$f .icx.zst); \
+	    cp "$$f" $(BUILD)/fuzz/reader/$$n.icx.zst && zstd -dcq "$$f" > $(BUILD)/fuzz/records/$$n; done
+	@cp tests/fuzz/seeds/nccl_xml/* $(BUILD)/fuzz/nccl_xml/ && cp tests/fuzz/seeds/records/* $(BUILD)/fuzz/records/
+	@rc=0; for t in reader:65536 records:16384 nccl_xml:8192; do len=$${t#*:}; t=$${t%:*}; \
+	    echo "== fuzz_$$t"; $(BUILD)/fuzz/fuzz_$$t $(FUZZ_RUN) -max_len=$$len -artifact_prefix=$(BUILD)/fuzz/$$t- \
+	        $(BUILD)/fuzz/$$t >$(BUILD)/fuzz/$$t.log 2>&1 || rc=1; tail -n 12 $(BUILD)/fuzz/$$t.log; done; exit $$rc
 
 demo: all
 	@BUILD=$(BUILD) sh tools/demo.sh

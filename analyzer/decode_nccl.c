@@ -17,6 +17,7 @@ void icx_decode_nccl(struct icx_proc *p, const struct icx_rec *r, size_t size,
         if (size >= ICX_NCCL_DUMP_SIZE_1_2 && r->aux >= 1 && r->aux <= 3)
             dump_part(p, r, size, icx_proc_string(p, ((const struct icx_rec_nccl_dump *)r)->text));
     } else if (r->type == ICX_REC_NCCL_COMM && size >= sizeof(struct icx_rec_nccl_comm) &&
+               ((const struct icx_rec_nccl_comm *)r)->nranks <= ICX_RD_MAX_NRANKS &&
                !icx_grow((void **)&p->ncomms, &p->cap_ncomms, p->nncomms, sizeof(*p->ncomms))) {
         const struct icx_rec_nccl_comm *x = (const void *)r;
         p->ncomms[p->nncomms++] =

@@ -520,7 +520,8 @@ int icx_export_perfetto(FILE *out, const struct icx_analysis *A, const struct ic
     if (T.oom)
         goto oom;
     st->events_total = T.nev;
-    qsort(T.ev, T.nev, sizeof(*T.ev), by_time);
+    if (T.nev) /* qsort(NULL, 0) is undefined */
+        qsort(T.ev, T.nev, sizeof(*T.ev), by_time);
     double start = T.nev ? T.ev[0].ts : 0;
     T.t0 = start;
     /* The window, in s from the job's first event. */
@@ -551,7 +552,8 @@ int icx_export_perfetto(FILE *out, const struct icx_analysis *A, const struct ic
     if (T.oom)
         goto oom;
     st->events_written = T.nev;
-    qsort_r(T.ev, T.nev, sizeof(*T.ev), by_track, &T);
+    if (T.nev)
+        qsort_r(T.ev, T.nev, sizeof(*T.ev), by_track, &T);
     lanes(&T);
 
     struct icx_json j;

@@ -73,7 +73,7 @@ static int obs_cmp(const void *a, const void *b)
     if (x->seq != y->seq)
         return x->seq < y->seq ? -1 : 1;
     if (x->rank != y->rank)
-        return x->rank - y->rank;
+        return icx_cmp_int(x->rank, y->rank);
     return x->enter < y->enter ? -1 : x->enter > y->enter;
 }
 
@@ -117,7 +117,8 @@ static struct lcomm *comm_get(struct icx_live *L, uint64_t id, int nranks)
         if (L->c[i].id == id)
             return &L->c[i];
     size_t cap = L->nc;
-    if (nranks <= 0 || nranks > 1 << 20 || icx_grow((void **)&L->c, &cap, L->nc, sizeof(*L->c)))
+    if (nranks <= 0 || nranks > ICX_RD_MAX_NRANKS ||
+        icx_grow((void **)&L->c, &cap, L->nc, sizeof(*L->c)))
         return NULL;
     struct lcomm *c = &L->c[L->nc];
     *c = (struct lcomm){.id = id, .nranks = nranks};

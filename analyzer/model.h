@@ -11,6 +11,12 @@
 
 #define ICX_RD_MAX_DEV 64
 
+/* -1, 0, 1 as a < b, a == b, a > b: for comparators (a - b overflows on values from a file). */
+static inline int icx_cmp_int(long long a, long long b)
+{
+    return (a > b) - (a < b);
+}
+
 struct icx_copy {
     uint32_t api, tid;
     uint32_t stack_id; /* 0: no stack recorded */
@@ -142,6 +148,9 @@ struct icx_rd_vwc_err {
 };
 
 /* NCCL (format 1.2) */
+/* The largest communicator the analyzer takes (131,072 ranks): a creation record claiming more
+ * is corrupt and skipped, so no count from a file sizes an allocation unchecked. */
+#define ICX_RD_MAX_NRANKS (1 << 17)
 struct icx_rd_ncomm {
     unsigned api;
     uint64_t comm, comm_id, parent_id;

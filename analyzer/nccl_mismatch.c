@@ -28,7 +28,7 @@ static int sig_cmp(const void *a, const void *b)
         return x->comm_id < y->comm_id ? -1 : 1;
     if (x->seq != y->seq)
         return x->seq < y->seq ? -1 : 1;
-    return x->rank - y->rank;
+    return icx_cmp_int(x->rank, y->rank);
 }
 
 static int same(const struct sig *a, const struct sig *b)

@@ -52,7 +52,7 @@ int icx_nccl_call_cmp(const void *a, const void *b)
     }
     if (x->seq != y->seq)
         return x->seq < y->seq ? -1 : 1;
-    return x->rank - y->rank;
+    return icx_cmp_int(x->rank, y->rank);
 }
 
 struct comm *icx_nccl_comm_get(struct icx_nccl *N, uint64_t id, int nranks)

@@ -32,7 +32,7 @@ static int uf_cmp(const void *a, const void *b)
 {
     const struct uf *x = a, *y = b;
     if (x->proc != y->proc)
-        return x->proc - y->proc;
+        return icx_cmp_int(x->proc, y->proc);
     if (x->stream != y->stream)
         return x->stream < y->stream ? -1 : 1;
     return x->enter < y->enter ? -1 : x->enter > y->enter;

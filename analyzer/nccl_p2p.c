@@ -25,11 +25,11 @@ static int pp_cmp(const void *a, const void *b)
     if (x->comm != y->comm)
         return x->comm < y->comm ? -1 : 1;
     if (x->src != y->src)
-        return x->src - y->src;
+        return icx_cmp_int(x->src, y->src);
     if (x->dst != y->dst)
-        return x->dst - y->dst;
+        return icx_cmp_int(x->dst, y->dst);
     if (x->recv != y->recv)
-        return x->recv - y->recv;
+        return icx_cmp_int(x->recv, y->recv);
     return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 

@@ -165,7 +165,7 @@ static int decode_record(struct decoder *d, const struct icx_rec *r, char *err, 
         const struct icx_rec_event *e = (const void *)r;
         if (size < sizeof(*e))
             return -1;
-        d->prev_ts += e->ts;
+        d->prev_ts = (int64_t)((uint64_t)d->prev_ts + (uint64_t)e->ts); /* wraps, never UB */
         d->ctx.ts = d->prev_ts;
         d->ctx.last_copy = d->ctx.last_ncall = 0;
     }

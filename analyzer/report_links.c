@@ -16,8 +16,8 @@ static int link_cmp(const void *a, const void *b)
     if (c)
         return c;
     if (x->src != y->src)
-        return x->src - y->src;
-    return x->dst - y->dst;
+        return icx_cmp_int(x->src, y->src);
+    return icx_cmp_int(x->dst, y->dst);
 }
 
 static int iv_cmp(const void *a, const void *b)

@@ -56,20 +56,23 @@ else
     # NCCL over the simulated cluster.
     harness nccl tests/e2e/run_nccl.py "$BUILD"
 fi
-# Coverage-guided fuzzing of the reader, briefly (make fuzz FUZZ_SECONDS=N for longer runs).
+# Coverage-guided fuzzing, each target briefly (make fuzz FUZZ_SECONDS=N for longer runs).
 if [ -z "${ICX_TEST_SANITIZE:-}" ]; then
     if command -v clang >/dev/null 2>&1 &&
         printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n){(void)d;(void)n;return 0;}' |
         clang -x c -fsanitize=fuzzer - -o "$log.probe" >/dev/null 2>&1; then
-        if make --no-print-directory -s BUILD="$BUILD" fuzz FUZZ_SECONDS="${FUZZ_SECONDS:-30}" >"$log" 2>&1 &&
-            grep -q '^Done [0-9]* runs' "$log"; then
-            passed=$((passed + 1)); echo "PASS fuzz_reader ($(grep -o '^Done [0-9]* runs' "$log" | cut -d' ' -f2) inputs)"
-        else
-            failed=$((failed + 1)); echo "FAIL fuzz_reader"; tail -n 30 "$log"
-        fi
+        make --no-print-directory -s BUILD="$BUILD" fuzz FUZZ_SECONDS="${FUZZ_SECONDS:-20}" >"$log" 2>&1
+        for t in fuzz_reader fuzz_records fuzz_nccl_xml; do
+            runs=$(sed -n "/^== $t\$/,/^== /p" "$log" | grep -o '^Done [0-9]* runs' | cut -d' ' -f2)
+            if [ -n "$runs" ]; then
+                passed=$((passed + 1)); echo "PASS $t ($runs inputs)"
+            else
+                failed=$((failed + 1)); echo "FAIL $t"; tail -n 40 "$BUILD/fuzz/${t#fuzz_}.log"
+            fi
+        done
         rm -f "$log.probe"
     else
-        echo "SKIP fuzz_reader: clang with libFuzzer not available"
+        echo "SKIP fuzz_reader, fuzz_records, fuzz_nccl_xml: clang with libFuzzer not available"
     fi
 fi
 rm -f "$log"
