@@ -295,6 +295,67 @@ def test_kill9_prefix():
               % (got, done))
 
 
+def test_kill9_random_points(runs=24, seed=None):
+    """SIGKILL at random points, from the loader's first instructions to the middle of a flush:
+    whatever is on disk reads back (or, killed before the first flush, there is no file or a clear
+    one-line refusal), never a crash, and the trace holds every copy the workload finished three
+    flush intervals before the kill, and no copy it never started."""
+    import random
+    seed = int(os.environ.get("ICX_TEST_SEED", seed if seed is not None else time.time_ns() % 100000))
+    rnd = random.Random(seed)
+    flush_ms = 20
+    batch = 20  # many_copies: 20 copies, a sync, the count written; again
+    outcomes = {}
+    for i in range(runs):
+        with tempfile.TemporaryDirectory() as tmp:
+            progress = os.path.join(tmp, "progress")
+            env = env_for(tmp, ICX_FLUSH_MS=flush_ms, ICX_GPU_TIMING="off")
+            # half the kills in the first 60 ms (loader, constructor, first copies, first flush)
+            delay = rnd.uniform(0, 0.06) if i % 2 else rnd.uniform(0.06, 1.5)
+            seen = []  # (time, copies done) as the workload reported them
+            p = subprocess.Popen([os.path.join(TESTS, "many_copies"), str(batch), "progress", progress],
+                                 env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            t0 = time.time()
+            while time.time() - t0 < delay:
+                time.sleep(min(0.005, max(0, delay - (time.time() - t0))))
+                try:
+                    with open(progress) as f:
+                        seen.append((time.time(), int(f.read().split()[0])))
+                except (OSError, ValueError, IndexError):
+                    pass
+            t_kill = time.time()
+            p.send_signal(signal.SIGKILL)
+            p.wait()
+            try:
+                with open(progress) as f:
+                    done_at_kill = int(f.read().split()[0])
+            except (OSError, ValueError, IndexError):
+                done_at_kill = 0
+            old = [n for t, n in seen if t <= t_kill - 3 * flush_ms / 1000.0]
+            lower = max(old) if old else 0
+            where = "run %d (seed %d, kill after %.3f s)" % (i, seed, delay)
+            trace = os.path.join(tmp, "trace.icx.zst")
+            if not os.path.exists(trace):
+                check(lower == 0, "%s: no trace, but %d copies were done long before" % (where, lower))
+                outcomes["no file"] = outcomes.get("no file", 0) + 1
+                continue
+            doc, ap = analyze([trace], check_rc=False)
+            if doc is None:
+                err = ap.stderr.strip().splitlines()
+                check(ap.returncode == 1 and len(err) == 1 and lower == 0,
+                      "%s: icx-analyze exited %d: %s" % (where, ap.returncode, ap.stderr[-500:]))
+                outcomes["refused"] = outcomes.get("refused", 0) + 1
+                continue
+            check(not doc["processes"][0]["complete"], "%s: a killed process has a final frame" % where)
+            got = sum(l["ops"] for l in doc["links"])
+            check(lower <= got <= done_at_kill + batch,
+                  "%s: %d copies in the trace; done >= 3 flushes before the kill: %d, at the kill: %d"
+                  % (where, got, lower, done_at_kill))
+            key = "read, copies" if got else "read, empty"
+            outcomes[key] = outcomes.get(key, 0) + 1
+    print("  kill points (seed %d): %s" % (seed, ", ".join("%s %d" % kv for kv in sorted(outcomes.items()))))
+
+
 def test_sigterm_flush_and_status():
     """SIGTERM: the trace is flushed and ended, and the process still dies of SIGTERM."""
     with tempfile.TemporaryDirectory() as tmp:
