@@ -52,7 +52,12 @@ static struct icx_tslot *_Atomic icx_slots; /* allocated at the first dump, neve
 static _Atomic int icx_nslots;
 static int icx_dump_sig; /* 0: none chosen yet */
 
-static void icx_dump_handler(int signo, siginfo_t *si, void *uctx)
+/* Not instrumented by TSan: installed through the C library's own sigaction (signals.c), behind
+ * TSan's back, it runs at once on delivery -- possibly inside a TSan interceptor, whose runtime
+ * is not reentrant -- instead of at the safe point where TSan runs the handlers it installed.
+ * Its hand-over to the writer is the slot's atomic state (ASKED -> WRITING -> DONE). */
+__attribute__((no_sanitize("thread"))) static void icx_dump_handler(int signo, siginfo_t *si,
+                                                                    void *uctx)
 {
     (void)signo;
     (void)si;

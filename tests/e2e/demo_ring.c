@@ -11,7 +11,9 @@
 #define SHARD (16u << 20)
 #define ROUNDS 12
 
-static void *bufs[NGPU][2];
+static void *bufs[NGPU][2];     /* [g][0]: g's shard, sent on; [g][1]: what g receives */
+static void *hot_src, *hot_dst; /* the second shard's own buffers (on GPU 0, GPU 1): no copy
+                                 * reads what another one writes (a race TSan would see) */
 static unsigned long long sent[NGPU][NGPU], ops[NGPU][NGPU];
 
 static void *worker(void *arg)
@@ -26,7 +28,7 @@ static void *worker(void *arg)
         sent[g][next] += SHARD;
         ops[g][next]++;
         if (g == 0) {
-            if (cudaMemcpyPeerAsync(bufs[1][0], 1, bufs[0][1], 0, SHARD, s))
+            if (cudaMemcpyPeerAsync(hot_dst, 1, hot_src, 0, SHARD, s))
                 exit(2);
             sent[0][1] += SHARD;
             ops[0][1]++;
@@ -45,6 +47,9 @@ int main(int argc, char **argv)
     for (int g = 0; g < NGPU; g++)
         if (cudaSetDevice(g) || cudaMalloc(&bufs[g][0], SHARD) || cudaMalloc(&bufs[g][1], SHARD))
             return 2;
+    if (cudaSetDevice(0) || cudaMalloc(&hot_src, SHARD) || cudaSetDevice(1) ||
+        cudaMalloc(&hot_dst, SHARD))
+        return 2;
     pthread_t t[NGPU];
     for (long g = 0; g < NGPU; g++)
         pthread_create(&t[g], NULL, worker, (void *)g);

@@ -130,6 +130,9 @@ static void *thread_c(void *arg)
     /* Not peer copies: same device, and host<->device. */
     CHECK(cudaSetDevice(4));
     CHECK(cudaMemcpyAsync(other4, s4, n, cudaMemcpyDeviceToDevice, st4));
+    /* The simulated legacy stream does not wait for st4 as CUDA's would (docs/SIMULATION.md):
+     * without this, writing s4 below races with that copy's reading of it (TSan saw it). */
+    CHECK(cudaStreamSynchronize(st4));
     char *host = malloc(n);
     CHECK(cudaMemcpy(host, s4, n, cudaMemcpyDeviceToHost));
     CHECK(cudaMemcpy(s4, host, n, cudaMemcpyHostToDevice));
