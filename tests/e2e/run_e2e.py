@@ -1498,6 +1498,68 @@ def test_example_module_and_report():
         check("Peer copies by size (example report)" in p.stdout, p.stdout[-500:])
 
 
+# The simulated suite's workloads for test_differential_suite: (name, argv after the program, files
+# it writes that must match, its exit status).  "{out}" is a directory of the run's own.
+DIFF_SUITE = [
+    ("api_echo", [], [], 0),
+    ("peer_copies", ["{out}/truth"], ["truth"], 0),
+    ("ptds_copies", ["{out}/truth"], ["truth"], 0),
+    ("demo_ring", ["{out}/truth"], ["truth"], 0),
+    ("thread_storm", ["16", "50", "{out}/truth"], ["truth"], 0),
+    ("many_copies", ["500"], [], 0),
+    ("many_copies", ["20", "segv"], [], -signal.SIGSEGV),
+    ("hidden_traffic", ["50", "1048576"], [], 0),
+    ("exec_copies", ["chain", "3", "2"], [], 3),
+    ("exec_copies", ["fail", "3"], [], 0),
+    ("exec_copies", ["vfork", "2"], [], 0),
+    ("fork_copies", [], [], 0),
+    ("capture", [], [], 0),
+    ("dlopen_local", ["{tests}/copy_plugin.so"], [], 0),
+    ("signal_actions", ["term"], [], 7),
+    ("signal_actions", ["abort"], [], -signal.SIGABRT),
+]
+
+
+def test_differential_suite():
+    """Every workload of the simulated suite, run with and without the preload: the same exit
+    status (a death by signal included), stdout byte for byte, stderr but for the tracer's own
+    lines, and the same files written (the workloads' truth: every copy issued).  api_echo calls
+    every wrapped CUDA entry point right and wrong and prints each return value, out-parameter,
+    sticky error and errno; every workload checks its copied bytes itself."""
+    for name, args, files, want_rc in DIFF_SUITE:
+        if ("segv" in args and SANITIZE) or (name == "fork_copies" and TSAN):
+            continue  # the sanitizers handle SIGSEGV themselves; TSan and fork: test_fork
+        seen = []
+        for traced in (False, True):
+            with tempfile.TemporaryDirectory() as tmp:
+                out = os.path.join(tmp, "out")
+                os.mkdir(out)
+                env = env_for(tmp, ICX_FLUSH_MS=50)
+                for k in ("ASAN_OPTIONS", "TSAN_OPTIONS"):  # api_echo's 2^62-byte cudaMalloc
+                    if k in env:
+                        env[k] += ":allocator_may_return_null=1"
+                if not traced:
+                    env["LD_PRELOAD"] = env["LD_PRELOAD"].replace(LIB, "").strip(":")
+                argv = [os.path.join(TESTS, name)] + [a.format(out=out, tests=TESTS) for a in args]
+                p = subprocess.run(argv, env=env, capture_output=True, timeout=120, cwd=tmp)
+                err = b"\n".join(re.sub(rb"^==\d+==", b"==PID==", l) for l in p.stderr.split(b"\n")
+                                if not l.startswith(b"icx["))
+                written = {f: open(os.path.join(out, f), "rb").read() for f in files}
+                seen.append((p.returncode, p.stdout, err, written))
+                if traced:
+                    check(any(f.startswith("trace.icx.zst") for f in os.listdir(tmp)),
+                          "%s %s: no trace written" % (name, args))
+        (rc0, out0, err0, f0), (rc1, out1, err1, f1) = seen
+        what = "%s %s" % (name, " ".join(args))
+        check(rc0 == rc1, "%s: exit %d untraced, %d traced" % (what, rc0, rc1))
+        check(out0 == out1, "%s: stdout differs:\n%s" % (what, "\n".join(difflib.unified_diff(
+            out0.decode(errors="replace").splitlines(), out1.decode(errors="replace").splitlines(),
+            lineterm=""))))
+        check(err0 == err1, "%s: stderr differs: %r vs %r" % (what, err0[-500:], err1[-500:]))
+        check(f0 == f1, "%s: files differ: %s" % (what, [f for f in files if f0[f] != f1[f]]))
+        check(rc0 == want_rc, "%s: exit %d, want %d" % (what, rc0, want_rc))
+
+
 class Skip(Exception):
     pass
 

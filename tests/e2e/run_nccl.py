@@ -94,10 +94,28 @@ def by_comm(doc):
     return out
 
 
-def test_nccl_results_untraced():
-    """The simulated NCCL computes every collective right without the tracer too."""
-    with tempfile.TemporaryDirectory() as tmp:
-        job(tmp, trace=False)
+def test_nccl_differential():
+    """The NCCL job with and without the tracer: every rank's results right both times (each
+    checks every element of every collective), and the same exit status, stdout (sorted: the
+    ranks interleave), stderr but for the tracer's lines, and per rank the same truth (the calls
+    and bytes it issued)."""
+    seen = []
+    for trace in (False, True):
+        with tempfile.TemporaryDirectory() as tmp:
+            cmd, env = job_cmd(tmp, trace)
+            p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+            oob = os.path.join(tmp, "oob")
+            truth = {f: open(os.path.join(oob, f)).read() for f in os.listdir(oob)
+                     if f.startswith("truth-")}
+            err = sorted(l for l in p.stderr.splitlines() if not l.startswith("icx["))
+            seen.append((p.returncode, sorted(p.stdout.splitlines()), err, truth))
+            check(p.returncode == 0 and p.stdout.count("results correct") == 16,
+                  "traced %s: rc %d, %s %s" % (trace, p.returncode, p.stdout[-1500:], p.stderr[-1500:]))
+            check(not trace or len(os.listdir(os.path.join(tmp, "traces"))) == 16, "traces missing")
+    (rc0, out0, err0, t0), (rc1, out1, err1, t1) = seen
+    check(rc0 == rc1 and out0 == out1, "stdout untraced %s, traced %s" % (out0, out1))
+    check(err0 == err1, "stderr untraced %s, traced %s" % (err0[-20:], err1[-20:]))
+    check(len(t0) == 16 and t0 == t1, "truth untraced %s, traced %s" % (sorted(t0), sorted(t1)))
 
 
 def test_nccl_exact_and_busbw():

@@ -31,6 +31,8 @@ SIM_API cudaError_t cudaMallocAsync_ptsz(void **, size_t, cudaStream_t);
 SIM_API cudaError_t cudaFreeAsync_ptsz(void *, cudaStream_t);
 SIM_API cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t);
 SIM_API cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t, enum cudaStreamCaptureStatus *);
+SIM_API cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t, enum cudaStreamCaptureMode);
+SIM_API cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t, cudaGraph_t *);
 SIM_API cudaError_t cudaEventRecord_ptsz(cudaEvent_t, cudaStream_t);
 SIM_API cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t, cudaHostFn_t, void *);
 
@@ -872,6 +874,15 @@ SIM_API cudaError_t cudaStreamEndCapture(cudaStream_t h, cudaGraph_t *graph)
     g->nodes = s->captured_ops;
     *graph = g;
     return cudaSuccess;
+}
+
+SIM_API cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t h, enum cudaStreamCaptureMode mode)
+{
+    return cudaStreamBeginCapture(h, mode);
+}
+SIM_API cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t h, cudaGraph_t *graph)
+{
+    return cudaStreamEndCapture(h, graph);
 }
 
 SIM_API cudaError_t cudaGraphDestroy(cudaGraph_t g)
