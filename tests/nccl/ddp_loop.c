@@ -26,21 +26,30 @@
  * node communicator's all-gather (skip-node), or the node communicator's all-gather first, before
  * the world all-reduce (order: the two communicators in opposite orders), its ring receive with
  * half the count (recv-count) or no ring receive (skip-recv): the job hangs there, as with NCCL.
+ * DDP_WATCHDOG_S=N: a watchdog thread aborts the communicators after N s without a finished step
+ * and ends the process with abort() (ddp_watchdog).  DDP_PROBE_ERRORS=1: calls NCCL refuses,
+ * their results printed (probe_errors).
  * Ground truth in DIR/truth-RANK:
  * "<comm> <op> <calls> <bytes>" per op, bytes as nccl-tests count them (one rank's buffer:
  * all-gather its send part, reduce-scatter its receive part). */
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+/* A failed call exits, unless the watchdog is aborting the communicators: then the call failed
+ * because of it, and the watchdog ends the process (as PyTorch's does). */
+static _Atomic int aborting;
 #define CK(x)                                                                                      \
     do {                                                                                           \
         if ((x) != 0) {                                                                            \
+            while (atomic_load(&aborting))                                                         \
+                pause();                                                                           \
             fprintf(stderr, "ddp_loop: %s failed at line %d\n", #x, __LINE__);                     \
             exit(1);                                                                               \
         }                                                                                          \
@@ -71,6 +80,8 @@ static int expect(const float *d, size_t n, float v, float *h, const char *what,
     CK(cudaMemcpy(h, d, n * sizeof(float), cudaMemcpyDeviceToHost));
     for (size_t i = 0; i < n; i++)
         if (h[i] != v) {
+            while (atomic_load(&aborting)) /* cut short by the watchdog's abort */
+                pause();
             fprintf(stderr, "ddp_loop: %s step %d: element %zu is %g, want %g\n", what, step, i,
                     (double)h[i], (double)v);
             return 1;
@@ -108,6 +119,58 @@ __attribute__((noinline)) static void ddp_wait_checkpoint(void)
     pthread_mutex_unlock(&ckpt_taken_lock);
     pthread_mutex_lock(&ckpt_lock); /* never returns */
     pthread_mutex_unlock(&ckpt_lock);
+}
+
+/* The watchdog (DDP_WATCHDOG_S=N), like PyTorch's NCCL watchdog with async error handling: a
+ * thread that sees no step finish for N s aborts every communicator (ncclCommAbort, from its own
+ * thread, while the main thread's work waits in them), says so, and ends the process with
+ * abort(). */
+static ncclComm_t wd_comms[4];
+static _Atomic int wd_ncomms, wd_steps, wd_rank;
+
+static void *ddp_watchdog(void *arg)
+{
+    int limit_ms = (int)(long)arg * 1000, idle_ms = 0, seen = -1;
+    for (;; idle_ms += 50) {
+        usleep(50000);
+        int now = atomic_load(&wd_steps);
+        if (now != seen)
+            seen = now, idle_ms = 0;
+        if (idle_ms >= limit_ms && atomic_load(&wd_ncomms))
+            break;
+    }
+    atomic_store(&aborting, 1);
+    for (int i = 0; i < atomic_load(&wd_ncomms); i++) {
+        ncclResult_t r = ncclCommAbort(wd_comms[i]);
+        fprintf(stderr, "ddp_loop rank %d: watchdog: no step done in %d s, ncclCommAbort: %s\n",
+                atomic_load(&wd_rank), limit_ms / 1000, ncclGetErrorString(r));
+    }
+    abort();
+}
+
+/* DDP_PROBE_ERRORS=1: calls NCCL must refuse, each result printed (the differential test
+ * compares them with and without the tracer). */
+static void probe_errors(int rank, int world, ncclComm_t wc, float *buf, cudaStream_t st)
+{
+    static const char *what[] = {"allreduce of 2^62 elements",
+                                 "allreduce of datatype 99",
+                                 "allreduce on a NULL communicator",
+                                 "broadcast from root -1",
+                                 "send to rank world",
+                                 "group end without a start"};
+    ncclResult_t r[6]; /* one after the other (an initializer list's calls are unsequenced) */
+    r[0] = ncclAllReduce(buf, buf, (size_t)1 << 62, ncclFloat, ncclSum, wc, st);
+    r[1] = ncclAllReduce(buf, buf, 16, (ncclDataType_t)99, ncclSum, wc, st);
+    r[2] = ncclAllReduce(buf, buf, 16, ncclFloat, ncclSum, NULL, st);
+    r[3] = ncclBroadcast(buf, buf, 16, ncclFloat, -1, wc, st);
+    r[4] = ncclSend(buf, 16, ncclFloat, world, wc, st);
+    r[5] = ncclGroupEnd();
+    for (int i = 0; i < 6; i++)
+        printf("ddp_loop rank %d: probe %s: %d (%s)\n", rank, what[i], (int)r[i],
+               ncclGetErrorString(r[i]));
+    ncclResult_t async = ncclSuccess;
+    ncclResult_t ar = ncclCommGetAsyncError(wc, &async);
+    printf("ddp_loop rank %d: probe async error: %d, %d\n", rank, (int)ar, (int)async);
 }
 
 int main(int argc, char **argv)
@@ -186,6 +249,15 @@ int main(int argc, char **argv)
                       sizeof(float) * ag * (size_t)nn);
     cudaStream_t st;
     CK(cudaStreamCreate(&st));
+    if (env_int("DDP_PROBE_ERRORS", 0))
+        probe_errors(rank, world, wc, grad, st);
+    wd_comms[0] = wc, wd_comms[1] = nc, wd_comms[2] = pc;
+    atomic_store(&wd_rank, rank);
+    atomic_store(&wd_ncomms, pc ? 3 : 2);
+    pthread_t wd;
+    if (env_int("DDP_WATCHDOG_S", 0) > 0 &&
+        pthread_create(&wd, NULL, ddp_watchdog, (void *)(long)env_int("DDP_WATCHDOG_S", 0)))
+        return 1;
     int bad = 0, slow = env_int("DDP_SLOW_RANK", -1), slow_us = env_int("DDP_SLOW_US", 0);
     int hang = env_int("DDP_HANG_RANK", -1), hang_step = env_int("DDP_HANG_STEP", -1);
     int mm_rank = env_int("DDP_MISMATCH_RANK", -1), mm_step = env_int("DDP_MISMATCH_STEP", -1);
@@ -256,6 +328,7 @@ int main(int argc, char **argv)
         for (int r = 0; r < nn; r++)
             bad |= expect(agout + (size_t)r * ag, ag, (float)r, h, "allgather", s);
         bad |= expect(rsout, rs, (float)world, h, "reducescatter", s);
+        atomic_fetch_add(&wd_steps, 1);
     }
     snprintf(path, sizeof(path), "%s/truth-%d", dir, rank);
     FILE *f = fopen(path, "w");

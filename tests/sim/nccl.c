@@ -93,7 +93,7 @@ static char *mbox(ncclComm_t c, int src, int dst)
     return slot(c, c->nranks) + ((size_t)src * (size_t)c->nranks + (size_t)dst) * MBOX;
 }
 
-void sim_barrier(ncclComm_t c)
+int sim_barrier(ncclComm_t c)
 {
     struct shm *s = c->s;
     uint32_t gen = atomic_load(&s->gen);
@@ -101,11 +101,15 @@ void sim_barrier(ncclComm_t c)
         atomic_store(&s->count, 0);
         atomic_store(&s->release_ns, now_ns());
         atomic_fetch_add(&s->gen, 1);
-        return;
+        return 0;
     }
     unsigned spins = 0;
     while (atomic_load(&s->gen) == gen)
-        pause_briefly(&spins);
+        if (atomic_load(&c->aborted))
+            return -1;
+        else
+            pause_briefly(&spins);
+    return 0;
 }
 
 static size_t dt_size(ncclDataType_t t)
@@ -286,11 +290,15 @@ static ncclResult_t run_coll(const struct op *o)
     c->s->sig[me][0] = (uint64_t)o->coll | (uint64_t)o->dt << 8 | (uint64_t)o->red << 16 |
                        (uint64_t)(o->root & 0xffff) << 32;
     c->s->sig[me][1] = n;
-    sim_barrier(c);
+    if (sim_barrier(c))
+        return ncclInternalError; /* aborted while waiting for the others */
     for (int r = 0; r < R; r++)
-        if (c->s->sig[r][0] != c->s->sig[0][0] || c->s->sig[r][1] != c->s->sig[0][1])
-            for (;;)
-                pause();
+        if (c->s->sig[r][0] != c->s->sig[0][0] || c->s->sig[r][1] != c->s->sig[0][1]) {
+            unsigned spins = 0;
+            while (!atomic_load(&c->aborted))
+                pause_briefly(&spins);
+            return ncclInternalError;
+        }
     uint64_t start = atomic_load(&c->s->release_ns);
     ncclResult_t rc = ncclSuccess;
     /* What the ring sends across nodes goes over the network: this rank's share of the bus bytes
@@ -336,7 +344,8 @@ static ncclResult_t run_coll(const struct op *o)
     if (rc == ncclSuccess && !o->bootstrap)
         nvlink_ring(c, bus_bytes(o->coll, R, b));
     wait_until(start + model_ns(c, o->coll, b, 0));
-    sim_barrier(c); /* nobody refills a slot before everyone has read it */
+    if (sim_barrier(c)) /* nobody refills a slot before everyone has read it */
+        return ncclInternalError;
     return rc;
 }
 
@@ -349,7 +358,10 @@ static ncclResult_t run_send(const struct op *o)
     __typeof__(c->s->box[0][0]) *x = &c->s->box[c->rank][o->root];
     unsigned spins = 0;
     while (atomic_load(&x->sent) != atomic_load(&x->taken)) /* one message in flight per pair */
-        pause_briefly(&spins);
+        if (atomic_load(&c->aborted))
+            return ncclInternalError;
+        else
+            pause_briefly(&spins);
     memcpy(mbox(c, c->rank, o->root), o->sb, b);
     x->bytes = b;
     atomic_fetch_add(&x->sent, 1);
@@ -372,7 +384,10 @@ static ncclResult_t run_recv(const struct op *o)
     unsigned spins = 0;
     uint64_t start = now_ns();
     while (atomic_load(&x->sent) == atomic_load(&x->taken))
-        pause_briefly(&spins);
+        if (atomic_load(&c->aborted))
+            return ncclInternalError;
+        else
+            pause_briefly(&spins);
     if (x->bytes != b)
         return ncclInvalidUsage;
     int cross = c->s->node[o->root] != c->s->node[c->rank];
@@ -394,7 +409,7 @@ static int reducible(ncclDataType_t t)
 static ncclResult_t check(const struct op *o)
 {
     ncclComm_t c = o->comm;
-    if (!c || !c->s)
+    if (!c || !c->s || o->count > SLOT) /* (count * size must not wrap) */
         return ncclInvalidArgument;
     size_t b = o->count * dt_size(o->dt), R = (size_t)c->nranks;
     if (o->kind != 0)
@@ -409,10 +424,14 @@ static ncclResult_t check(const struct op *o)
 
 static void run_op(const struct op *o)
 {
-    ncclResult_t r = o->kind == 0 ? run_coll(o) : o->kind == 1 ? run_send(o) : run_recv(o);
-    ncclResult_t none = ncclSuccess;
-    if (r != ncclSuccess)
-        atomic_compare_exchange_strong(&o->comm->async_error, &none, r);
+    atomic_fetch_add(&o->comm->running, 1);
+    if (!atomic_load(&o->comm->aborted)) { /* else queued before the abort: never runs */
+        ncclResult_t r = o->kind == 0 ? run_coll(o) : o->kind == 1 ? run_send(o) : run_recv(o);
+        ncclResult_t none = ncclSuccess;
+        if (r != ncclSuccess)
+            atomic_compare_exchange_strong(&o->comm->async_error, &none, r);
+    }
+    atomic_fetch_sub(&o->comm->running, 1);
 }
 
 /* The stream's worker runs a batch: sends first, then collectives, then receives (so a group's
@@ -792,9 +811,24 @@ SIM_EXPORT ncclResult_t pncclCommDestroy(ncclComm_t c)
     comm_close(c);
     return ncclSuccess;
 }
+/* Like NCCL's: from any thread, while this rank's work on it waits for peers that will never
+ * come -- that work gives up, work queued behind it is dropped, and the call returns.  The
+ * handle's memory is kept (a job's other threads and queued work may still hold it, as with
+ * NCCL's watchdogs); calls on it afterwards are refused with ncclInvalidArgument. */
 SIM_EXPORT ncclResult_t pncclCommAbort(ncclComm_t c)
 {
-    comm_close(c);
+    if (!c)
+        return ncclSuccess;
+    if (!c->s)
+        return ncclInvalidArgument;
+    atomic_store(&c->aborted, 1);
+    unsigned spins = 0;
+    while (atomic_load(&c->running) > 0) /* not drain(): work queued behind another */
+        pause_briefly(&spins);           /* communicator's on its stream may never start */
+    sim_ib_teardown(c);
+    munmap(c->s, c->map_bytes);
+    shm_unlink(c->name);
+    c->s = NULL;
     return ncclSuccess;
 }
 SIM_EXPORT ncclResult_t pncclCommGetAsyncError(ncclComm_t c, ncclResult_t *e)

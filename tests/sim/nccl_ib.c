@@ -298,7 +298,7 @@ ncclResult_t sim_ib_send(ncclComm_t c, int peer, uint64_t bytes)
     } while (!rc && bytes);
     uint64_t want = ++ib->sends_waited;
     while (!rc && ib->sends_done < want) {
-        rc = poll_some(c);
+        rc = atomic_load(&c->aborted) ? -1 : poll_some(c);
         if (!rc && ib->sends_done < want) {
             pthread_mutex_unlock(&ib->lock);
             usleep(20);
@@ -317,7 +317,7 @@ ncclResult_t sim_ib_wait(ncclComm_t c, int peer)
     pthread_mutex_lock(&ib->lock);
     int rc = 0;
     while (!rc && ib->arrived[peer] <= ib->consumed[peer]) {
-        rc = poll_some(c);
+        rc = atomic_load(&c->aborted) ? -1 : poll_some(c);
         if (!rc && ib->arrived[peer] <= ib->consumed[peer]) {
             pthread_mutex_unlock(&ib->lock);
             usleep(20);

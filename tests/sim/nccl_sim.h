@@ -3,6 +3,7 @@
 #define ICXSIM_NCCL_SIM_H
 
 #include <infiniband/verbs.h>
+#include <stdatomic.h>
 #include <nccl.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -58,12 +59,16 @@ struct ncclComm {
     uint64_t id;
     unsigned splits; /* ncclCommSplit calls on this communicator, NOCOLOR ones included */
     char name[96];
-    _Atomic int inflight;             /* enqueued batches not yet run */
+    _Atomic int inflight; /* enqueued batches not yet run */
+    _Atomic int running;  /* operations of it being run now (by stream workers) */
+    _Atomic int aborted;  /* ncclCommAbort: every wait gives up, queued work is skipped */
     _Atomic ncclResult_t async_error; /* first error found while running */
     struct ib_comm ib;
 };
 
-void sim_barrier(ncclComm_t c);
+/* Wait for every rank: 0, or -1 when this rank's communicator was aborted meanwhile (its count
+ * stays in: the others are as stuck as NCCL's peers of an aborted rank). */
+int sim_barrier(ncclComm_t c);
 /* Connect every pair of ranks on different nodes (collective over the communicator; every rank
  * calls it once after joining).  Without a usable libibverbs nothing goes over it. */
 void sim_ib_setup(ncclComm_t c);
