@@ -369,8 +369,16 @@ ICX_EXPORT ncclResult_t ncclGroupEnd(void)
     struct icx_call c;
     if (!real)
         return ncclSystemError;
-    if (icx_group_depth == 0 || !icx_call_begin(&c, &icx_nccl_guard))
+    if (!icx_call_begin(&c, &icx_nccl_guard))
         return real();
+    if (icx_group_depth == 0) { /* no ncclGroupStart of ours: NCCL refuses it; say so if it does */
+        ncclResult_t rc = real();
+        icx_call_returned(&c);
+        if (rc != ncclSuccess)
+            icx_rec_call(ICX_API_ncclGroupEnd, c.t0, 0, NULL, 0, -1, -1, -1, 0, NULL, rc, 0);
+        icx_call_end(&c);
+        return rc;
+    }
     int outer = icx_group_depth == 1;
     struct icx_gpu_req g[ICX_GROUP_STREAMS];
     int timed[ICX_GROUP_STREAMS] = {0}, ns = outer ? icx_group_nstreams : 0;
