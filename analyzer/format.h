@@ -6,5 +6,7 @@
 
 /* "384.0 MiB" */
 void icx_fmt_bytes(char *buf, size_t len, double bytes);
+/* The n ranks of v (sorted in place, duplicates shown once) as "0-10,12-15"; "" for none. */
+void icx_fmt_ranks(char *buf, size_t len, int *v, size_t n);
 
 #endif

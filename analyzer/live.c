@@ -308,34 +308,17 @@ static int job_rank(const struct lrank *r)
     return r->p->rank >= 0 ? r->p->rank : r->rank;
 }
 
-static int int_cmp(const void *a, const void *b)
-{
-    int x = *(const int *)a, y = *(const int *)b;
-    return (x > y) - (x < y);
-}
-
 /* The job ranks (the communicator's where a process has none) of c's ranks for which keep()
  * holds, as "0-10,12-15". */
 static void rank_list(char *buf, size_t len, const struct lcomm *c,
                       int (*keep)(const struct lcomm *, const struct lrank *))
 {
     int *v = malloc(c->nr * sizeof(*v));
-    size_t n = 0, used = 0;
-    buf[0] = 0;
+    size_t n = 0;
     for (size_t r = 0; v && r < c->nr; r++)
         if (c->r[r].rank >= 0 && keep(c, &c->r[r]))
             v[n++] = job_rank(&c->r[r]);
-    if (n > 1)
-        qsort(v, n, sizeof(*v), int_cmp);
-    for (size_t i = 0; i < n && used < len;) {
-        size_t e = i;
-        while (e + 1 < n && v[e + 1] == v[e] + 1)
-            e++;
-        int w = e > i ? snprintf(buf + used, len - used, "%s%d-%d", used ? "," : "", v[i], v[e])
-                      : snprintf(buf + used, len - used, "%s%d", used ? "," : "", v[i]);
-        used += w > 0 ? (size_t)w : 0;
-        i = e + 1;
-    }
+    icx_fmt_ranks(buf, len, v, n);
     free(v);
 }
 

@@ -8,9 +8,22 @@
 #include "hang_dump.h"
 #include "nccl_model.h"
 
+/* When p aborted handle h (ncclCommAbort) at or after t, monotonic s; INFINITY: it did not. */
+static double aborted_at(const struct icx_proc *p, uint64_t h, double t)
+{
+    double at = INFINITY;
+    for (size_t k = 0; k < p->nncomms; k++)
+        if (p->ncomms[k].api == ICX_API_ncclCommAbort && p->ncomms[k].comm == h &&
+            p->ncomms[k].t >= t)
+            at = fmin(at, p->ncomms[k].t);
+    return at;
+}
+
 /* The NCCL calls process p was inside when its trace ended: per thread, a pending (entry) record
- * with no return record after it on that thread; and calls whose GPU work was still running.
- * Returns how many, filling out[] (indices). */
+ * with no return record after it on that thread; and calls whose GPU work was still running --
+ * or, on a communicator p aborted, was running when it aborted it (what the abort cut short
+ * finishes, and work queued behind runs, only because of the abort).  Returns how many, filling
+ * out[] (indices). */
 static size_t in_flight(const struct icx_proc *p, size_t *out, size_t max)
 {
     size_t n = 0;
@@ -29,9 +42,13 @@ static size_t in_flight(const struct icx_proc *p, size_t *out, size_t max)
         const struct icx_rd_ncall *c = &p->ncalls[i];
         if (c->pending || c->api == ICX_API_ncclGroupEnd)
             continue;
-        if ((c->gpu == ICX_GPU_RUNNING ||
-             (c->gpu == ICX_GPU_UNKNOWN && !p->ended && c->t_enter < p->t_last - 1.0)) &&
-            n < max)
+        double ta = aborted_at(p, c->comm, c->t_enter);
+        int open = isfinite(ta)
+                       ? (c->gpu == ICX_GPU_DONE || c->gpu == ICX_GPU_RUNNING) &&
+                             c->gpu_start <= ta && (c->gpu == ICX_GPU_RUNNING || c->gpu_end > ta)
+                       : c->gpu == ICX_GPU_RUNNING || (c->gpu == ICX_GPU_UNKNOWN && !p->ended &&
+                                                       c->t_enter < p->t_last - 1.0);
+        if (open && n < max)
             out[n++] = i;
     }
     return n;
@@ -84,7 +101,8 @@ void icx_nccl_hangs(const struct icx_trace *t, struct icx_nccl *N, struct icx_fi
                     continue;
                 s->waiting = w;
                 s->waiting[s->nwaiting++] = cm->rank;
-                s->ongpu += x->gpu == ICX_GPU_RUNNING;
+                int ongpu = x->gpu == ICX_GPU_RUNNING || (!x->pending && x->gpu == ICX_GPU_DONE);
+                s->ongpu += ongpu;
                 s->unknown += !x->pending && x->gpu == ICX_GPU_UNKNOWN;
                 /* behind another of this process's stuck calls, issued earlier on the same stream
                  * on another communicator: it cannot have started */
@@ -96,7 +114,7 @@ void icx_nccl_hangs(const struct icx_trace *t, struct icx_nccl *N, struct icx_fi
                              cy->comm_id != c->id;
                 }
                 s->behind += behind;
-                double since = x->gpu == ICX_GPU_RUNNING ? x->gpu_start : x->t_enter;
+                double since = ongpu ? x->gpu_start : x->t_enter;
                 s->since = fmin(s->since, since + icx_nccl_wall_offset(p) - t0);
             }
         }
@@ -166,6 +184,14 @@ void icx_nccl_hangs(const struct icx_trace *t, struct icx_nccl *N, struct icx_fi
                           "collective_mismatch finding)"
                         : "every traced rank entered it (an untraced rank or the "
                           "network is missing)");
+        double ab_first;
+        int nab = icx_nccl_aborts_of(t, c->id, &ab_first);
+        size_t evl = strlen(ev);
+        if (nab && evl < sizeof(ev) - 160)
+            snprintf(ev + evl, sizeof(ev) - evl,
+                     "; the job then aborted the communicator: ncclCommAbort by %d of %d ranks, "
+                     "the first at %.3f s, %.3f s into the wait",
+                     nab, c->nranks, ab_first, ab_first - s->since);
         /* every traced rank issued it, but some have it queued behind a stuck call on another
          * communicator: that call's hang, not one of its own */
         if (!s->nmissing && !disagree && (s->behind > 0 || s->nwaiting < members))

@@ -183,6 +183,9 @@ void icx_nccl_mismatches(const struct icx_trace *t, struct icx_nccl *N, struct i
 void icx_nccl_order_cycles(const struct icx_trace *t, struct icx_nccl *N, struct icx_findings *F);
 /* Sends and receives that do not pair up in count or size (nccl_p2p.c). */
 void icx_nccl_p2p_pairs(const struct icx_trace *t, struct icx_nccl *N, struct icx_findings *F);
+/* How many ranks aborted communicator id (ncclCommAbort), the first at *first s into the job
+ * (report_nccl_errors.c). */
+int icx_nccl_aborts_of(const struct icx_trace *t, uint64_t id, double *first);
 /* nccl_hang.c */
 struct icx_counters;
 /* Add to the GPUs' NVLink counter rows what NCCL's routing put on NVLink (nccl_route.c). */

@@ -98,11 +98,14 @@ def test_nccl_differential():
     """The NCCL job with and without the tracer: every rank's results right both times (each
     checks every element of every collective), and the same exit status, stdout (sorted: the
     ranks interleave), stderr but for the tracer's lines, and per rank the same truth (the calls
-    and bytes it issued)."""
+    and bytes it issued).  Each rank also makes six calls NCCL refuses (DDP_PROBE_ERRORS: 2^62
+    elements, datatype 99, a NULL communicator, root -1, a peer past the last rank, a group end
+    without a start) and prints their results: the same both times, and the analysis lists each
+    failed call with its result and every rank."""
     seen = []
     for trace in (False, True):
         with tempfile.TemporaryDirectory() as tmp:
-            cmd, env = job_cmd(tmp, trace)
+            cmd, env = job_cmd(tmp, trace, DDP_PROBE_ERRORS=1)
             p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
             oob = os.path.join(tmp, "oob")
             truth = {f: open(os.path.join(oob, f)).read() for f in os.listdir(oob)
@@ -112,10 +115,58 @@ def test_nccl_differential():
             check(p.returncode == 0 and p.stdout.count("results correct") == 16,
                   "traced %s: rc %d, %s %s" % (trace, p.returncode, p.stdout[-1500:], p.stderr[-1500:]))
             check(not trace or len(os.listdir(os.path.join(tmp, "traces"))) == 16, "traces missing")
+            if trace:
+                doc = base.analyze([os.path.join(tmp, "traces")])[0]
+                failed = sorted((f["call"], f["result_name"], f["calls"], f["ranks"])
+                                for f in doc["nccl_errors"]["failed_calls"])
+                want = sorted([("ncclAllReduce", "ncclInvalidArgument", 48, "0-15"),
+                               ("ncclBroadcast", "ncclInvalidArgument", 16, "0-15"),
+                               ("ncclSend", "ncclInvalidArgument", 16, "0-15"),
+                               ("ncclGroupEnd", "ncclInvalidUsage", 16, "0-15")])
+                check(failed == want, "failed calls %s, want %s" % (failed, want))
+                check(doc["nccl_errors"]["aborts"] == [], "aborts %s" % doc["nccl_errors"]["aborts"])
     (rc0, out0, err0, t0), (rc1, out1, err1, t1) = seen
     check(rc0 == rc1 and out0 == out1, "stdout untraced %s, traced %s" % (out0, out1))
     check(err0 == err1, "stderr untraced %s, traced %s" % (err0[-20:], err1[-20:]))
     check(len(t0) == 16 and t0 == t1, "truth untraced %s, traced %s" % (sorted(t0), sorted(t1)))
+
+
+def test_nccl_abort_mid_collective():
+    """Rank 6 blocks on a lock before step 2 (--hang-rank 6:2:lock); every rank's watchdog
+    (DDP_WATCHDOG_S=2, like PyTorch's) calls ncclCommAbort on its communicators from its own
+    thread while the main thread's collectives wait in them, then abort()s.  With and without
+    the tracer: the job ends (no hang in the tracer), every rank dies of SIGABRT, and the ranks
+    print the same.  Traced: every trace complete with SIGABRT; the analysis lists the world
+    communicator aborted by all 16 ranks, 15 of them with its all-reduce unfinished for about
+    the watchdog's 2 s, and the hang finding names rank 6 and says the job aborted it."""
+    seen = []
+    for trace in (False, True):
+        with tempfile.TemporaryDirectory() as tmp:
+            cmd, env = job_cmd(tmp, trace, ("--hang-rank", "6:2:lock"), DDP_WATCHDOG_S=2)
+            p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+            check(p.returncode == 128 + 6, "traced %s: job exit %d, want 134 (SIGABRT): %s" % (
+                trace, p.returncode, p.stderr[-1500:]))
+            lines = sorted(l for l in p.stderr.splitlines() if "watchdog" in l)
+            check(len(lines) == 32 and all(l.endswith("ncclCommAbort: no error") for l in lines),
+                  "traced %s: watchdog lines %s" % (trace, lines))
+            seen.append(lines)
+            if not trace:
+                continue
+            doc = base.analyze([os.path.join(tmp, "traces")])[0]
+            procs = doc["processes"]
+            check(len(procs) == 16 and all(x["complete"] and x["exit_status"] == 128 + 6 for x in procs),
+                  "processes %s" % [(x["rank"], x["complete"], x["exit_status"]) for x in procs])
+            world = [a for a in doc["nccl_errors"]["aborts"] if a["nranks"] == 16]
+            check(len(world) == 1 and world[0]["aborted_by"] == 16 and world[0]["ranks"] == "0-15"
+                  and world[0]["failed"] == 0 and world[0]["unfinished"] == 15
+                  and world[0]["unfinished_op"] == "AllReduce"
+                  and 1.5 < world[0]["unfinished_for_s"] < 10, "world aborts %s" % world)
+            check(len(doc["nccl_errors"]["aborts"]) == 3, "aborts %s" % doc["nccl_errors"]["aborts"])
+            hangs = [f for f in doc["findings"] if f["kind"] == "hang"]
+            check(len(hangs) == 1 and hangs[0]["ranks"] == [6] and
+                  "the job then aborted the communicator: ncclCommAbort by 16 of 16 ranks"
+                  in hangs[0]["evidence"], "findings %s" % doc["findings"])
+    check(seen[0] == seen[1], "watchdog lines untraced %s, traced %s" % tuple(seen))
 
 
 def test_nccl_exact_and_busbw():
