@@ -7,7 +7,8 @@
 # OUTDIR the folder to fill (tests/golden/vX.Y).  The workloads are the ones TREE has: peer copies
 # always; host<->device copies from a pinned buffer on a simulated two-socket node (placement,
 # format 1.1); a 4-rank NCCL job over 2 simulated nodes with RDMA between them (verbs and NCCL,
-# 1.2) -- its rank traces concatenated into one file, as a trace may be.  The expected analyses are
+# 1.2) -- its rank traces concatenated into one file, as a trace may be; that job hung by one rank
+# with the hang watchdog on (hang dumps, 1.5).  The expected analyses are
 # written by tests/golden/expect.py with the analyzer of this tree; traces are never rewritten.
 set -eu
 TREE=$(cd "$1" && pwd)
@@ -34,5 +35,14 @@ if [ -x "$B/tests/nccl/ddp_loop" ] && [ -x "$B/bin/icx-sim" ]; then
     env -u LD_LIBRARY_PATH -u ICXSIM_TOPOLOGY ICX_QUIET=1 "$B/bin/icx-sim" --out "$tmp/job" \
         --nodes 2 --gpus-per-node 2 -- "$B/tests/nccl/ddp_loop" "$tmp/job/oob" 3 4096 >/dev/null
     cat "$tmp"/job/traces/*.icx.zst >"$OUT/nccl_job.icx.zst"
+fi
+# 1.5: hang dumps -- the same job with rank 1 blocked on a lock before step 2, the watchdog at
+# 2 s, ended by SIGTERM after 5 s (its traces then complete)
+if [ -f "$TREE/preload/hang.c" ] && [ -x "$B/tests/nccl/ddp_loop" ]; then
+    mkdir -p "$tmp/hang/oob"
+    env -u LD_LIBRARY_PATH -u ICXSIM_TOPOLOGY ICX_QUIET=1 ICX_HANG_S=2 "$B/bin/icx-sim" \
+        --out "$tmp/hang" --nodes 2 --gpus-per-node 2 --hang-rank 1:2:lock --kill-after 5 \
+        -- "$B/tests/nccl/ddp_loop" "$tmp/hang/oob" 5 4096 >/dev/null || [ $? -eq 124 ]
+    cat "$tmp"/hang/traces/*.icx.zst >"$OUT/hang_job.icx.zst"
 fi
 ls -l "$OUT"
