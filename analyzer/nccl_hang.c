@@ -69,10 +69,7 @@ static const char *end_of(const struct icx_proc *p, char *buf, size_t len)
 
 void icx_nccl_hangs(const struct icx_trace *t, struct icx_nccl *N, struct icx_findings *F)
 {
-    double t0 = INFINITY;
-    for (size_t i = 0; i < t->nprocs; i++)
-        if (t->procs[i]->nclocks)
-            t0 = fmin(t0, (double)t->procs[i]->clocks[0].real_ns / 1e9);
+    double t0 = icx_nccl_job_t0(t);
     for (size_t ci = 0; ci < N->n; ci++) {
         struct comm *c = &N->v[ci];
         struct stuck *s = &c->stuck;

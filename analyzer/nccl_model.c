@@ -211,3 +211,12 @@ double icx_nccl_pct(const double *sorted, size_t n, double q)
 {
     return n ? sorted[(size_t)(q * (double)(n - 1) + 0.5)] : NAN;
 }
+
+double icx_nccl_job_t0(const struct icx_trace *t)
+{
+    double t0 = INFINITY;
+    for (size_t i = 0; i < t->nprocs; i++)
+        if (t->procs[i]->nclocks)
+            t0 = fmin(t0, (double)t->procs[i]->clocks[0].real_ns / 1e9);
+    return t0;
+}

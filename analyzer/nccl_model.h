@@ -152,6 +152,9 @@ const struct icx_rd_ncomm *icx_nccl_comm_of(const struct icx_proc *p, uint64_t h
 /* Every call is written on entry (pending) and on return: did the entry record p->ncalls[i] get
  * its return (or did its thread go on to another call)? */
 int icx_nccl_entry_returned(const struct icx_proc *p, size_t i);
+/* The job's start on the wall clock, s: its earliest process's first clock sample (INFINITY
+ * when no process has one). */
+double icx_nccl_job_t0(const struct icx_trace *t);
 /* s to add to p's monotonic times for its wall clock */
 double icx_nccl_wall_offset(const struct icx_proc *p);
 /* Calls of every process on one timeline (a call in a group ends with its group), unsorted. */

@@ -48,10 +48,7 @@ static const char *result_name(int r)
 
 static double job_t0(const struct icx_trace *t)
 {
-    double t0 = INFINITY;
-    for (size_t i = 0; i < t->nprocs; i++)
-        if (t->procs[i]->nclocks)
-            t0 = fmin(t0, (double)t->procs[i]->clocks[0].real_ns / 1e9);
+    double t0 = icx_nccl_job_t0(t);
     return isfinite(t0) ? t0 : 0;
 }
 
