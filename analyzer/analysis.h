@@ -32,6 +32,9 @@ struct icx_report {
     void (*print)(FILE *out, const struct icx_analysis *A);
     void (*json)(struct icx_json *j, const struct icx_analysis *A);
     void (*free)(struct icx_analysis *A);
+    /* optional: its section of the HTML report, written after the NCCL sections (export_html.c;
+     * every trace string through icx_html_esc) */
+    void (*html)(FILE *out, const struct icx_analysis *A);
 };
 
 /* The reports of `icx-analyze analyze`, in order (reports.c). */

@@ -487,6 +487,9 @@ int icx_export_html_with(FILE *out, const struct icx_analysis *A,
         section(out, arg);
     findings(out, A);
     icx_html_nccl(out, A, &L);
+    for (size_t i = 0; i < icx_nreports; i++)
+        if (icx_reports[i]->html)
+            icx_reports[i]->html(out, A);
     gpu_heatmaps(out, A, &L);
     network(out, A, &L);
     paths(out, A, &L);

@@ -8,6 +8,7 @@
 
 #include "analysis.h"
 #include "format.h"
+#include "html_svg.h"
 #include "nccl_model.h"
 
 struct nerr {
@@ -260,6 +261,59 @@ static void errors_json(struct icx_json *j, const struct icx_analysis *A)
     icx_json_end(j);
 }
 
+/* The same two tables in the HTML report; a job with neither gets no section. */
+static void errors_html(FILE *out, const struct icx_analysis *A)
+{
+    const struct icx_nccl_errors *E = A->nccl_errors;
+    char ranks[512];
+    if (!E || (!E->nerr && !E->nab))
+        return;
+    fputs("<h2 id=\"nccl_errors\">NCCL errors and aborts</h2>\n", out);
+    if (E->nerr) {
+        fputs("<h3>Calls that failed (their result)</h3>\n<table class=\"sort\"><thead><tr>"
+              "<th>call</th><th>result</th><th>calls</th><th>first, s into the job</th>"
+              "<th>ranks</th></tr></thead><tbody>\n",
+              out);
+        for (size_t i = 0; i < E->nerr; i++) {
+            const struct nerr *r = &E->err[i];
+            icx_fmt_ranks(ranks, sizeof(ranks), r->ranks, r->n);
+            fputs("<tr><td>", out);
+            icx_html_esc(out, icx_api_name(r->api));
+            fprintf(out,
+                    "</td><td>%s (%d)</td><td class=\"n\">%llu</td><td class=\"n\">%.3f"
+                    "</td><td>",
+                    result_name(r->result), r->result, (unsigned long long)r->calls, r->first);
+            icx_html_esc(out, ranks);
+            fputs("</td></tr>\n", out);
+        }
+        fputs("</tbody></table>\n", out);
+    }
+    if (E->nab) {
+        fputs("<h3>Communicators aborted (ncclCommAbort)</h3>\n<table class=\"sort\"><thead>"
+              "<tr><th>communicator</th><th>ranks</th><th>aborted by</th><th>from, s</th>"
+              "<th>to, s</th><th>aborts that failed</th><th>ranks with work unfinished</th>"
+              "<th>earliest unfinished</th><th>unfinished for, s</th></tr></thead><tbody>\n",
+              out);
+        for (size_t i = 0; i < E->nab; i++) {
+            const struct nabort *b = &E->ab[i];
+            icx_fmt_ranks(ranks, sizeof(ranks), b->ranks, b->n);
+            fprintf(out, "<tr><td>%016llx</td><td class=\"n\">%d</td><td>%zu: ",
+                    (unsigned long long)b->comm_id, b->nranks, b->n);
+            icx_html_esc(out, ranks);
+            fprintf(out,
+                    "</td><td class=\"n\">%.3f</td><td class=\"n\">%.3f</td><td class=\"n\">%d"
+                    "</td><td class=\"n\">%d</td>",
+                    b->first, b->last, b->failed, b->unfinished);
+            if (b->op >= 0)
+                fprintf(out, "<td>%s #%llu</td><td class=\"n\">%.3f</td></tr>\n",
+                        icx_nccl_op_names[b->op], (unsigned long long)b->seq, b->waited);
+            else
+                fputs("<td>-</td><td class=\"n\">-</td></tr>\n", out);
+        }
+        fputs("</tbody></table>\n", out);
+    }
+}
+
 static void errors_free(struct icx_analysis *A)
 {
     struct icx_nccl_errors *E = A->nccl_errors;
@@ -281,4 +335,5 @@ const struct icx_report icx_report_nccl_errors = {
     .print = errors_print,
     .json = errors_json,
     .free = errors_free,
+    .html = errors_html,
 };

@@ -166,6 +166,21 @@ def test_nccl_abort_mid_collective():
             check(len(hangs) == 1 and hangs[0]["ranks"] == [6] and
                   "the job then aborted the communicator: ncclCommAbort by 16 of 16 ranks"
                   in hangs[0]["evidence"], "findings %s" % doc["findings"])
+            # the HTML report shows the same aborts: one row per communicator
+            import re
+            page = os.path.join(tmp, "r.html")
+            base.analyze([os.path.join(tmp, "traces"), "--html", page])
+            text = open(page, encoding="utf-8").read()
+            import html_check
+            check(not html_check.static_problems(text), "page: %s" % html_check.static_problems(text))
+            sec = text[text.index('id="nccl_errors"'):text.index('id="gpus"')]
+            rows = re.findall(r"<tr><td>[0-9a-f]{16}</td><td class=\"n\">(\d+)</td><td>(\d+): "
+                              r"([^<]*)</td>.*?<td>([^<]*)</td><td class=\"n\">([^<]*)</td></tr>", sec)
+            hw = [r for r in rows if r[0] == "16"]
+            check(len(rows) == 3 and len(hw) == 1 and hw[0][1:3] == ("16", "0-15") and
+                  hw[0][3] == "AllReduce #%d" % world[0]["unfinished_seq"] and
+                  abs(float(hw[0][4]) - world[0]["unfinished_for_s"]) < 0.001,
+                  "HTML abort rows %s" % rows)
     check(seen[0] == seen[1], "watchdog lines untraced %s, traced %s" % tuple(seen))
 
 

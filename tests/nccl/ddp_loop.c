@@ -27,6 +27,7 @@
  * the world all-reduce (order: the two communicators in opposite orders), its ring receive with
  * half the count (recv-count) or no ring receive (skip-recv): the job hangs there, as with NCCL.
  * DDP_WATCHDOG_S=N: a watchdog thread aborts the communicators after N s without a finished step
+ * (armed once the first step has finished, so a slow start on a loaded machine is not a hang)
  * and ends the process with abort() (ddp_watchdog).  DDP_PROBE_ERRORS=1: calls NCCL refuses,
  * their results printed (probe_errors).
  * Ground truth in DIR/truth-RANK:
@@ -136,7 +137,7 @@ static void *ddp_watchdog(void *arg)
         int now = atomic_load(&wd_steps);
         if (now != seen)
             seen = now, idle_ms = 0;
-        if (idle_ms >= limit_ms && atomic_load(&wd_ncomms))
+        if (idle_ms >= limit_ms && now > 0 && atomic_load(&wd_ncomms))
             break;
     }
     atomic_store(&aborting, 1);
