@@ -64,7 +64,7 @@ void icx_decode_cuda(struct icx_proc *p, const struct icx_rec *r, size_t size,
             dv->present = 1;
             snprintf(dv->name, sizeof(dv->name), "%s", icx_proc_string(p, x->name));
             snprintf(dv->bus, sizeof(dv->bus), "%s", icx_proc_string(p, x->pci_bus_id));
-            dv->numa = x->numa_node;
+            dv->numa = icx_node_or_unknown(x->numa_node);
             if (size >= sizeof(struct icx_rec_device))
                 snprintf(dv->local_cpus, sizeof(dv->local_cpus), "%s",
                          icx_proc_string(p, x->local_cpus));

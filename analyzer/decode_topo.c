@@ -77,7 +77,7 @@ void icx_decode_topo(struct icx_proc *p, const struct icx_rec *r, size_t size,
             n->present = 1;
             snprintf(n->name, sizeof(n->name), "%s", icx_proc_string(p, x->name));
             snprintf(n->bus, sizeof(n->bus), "%s", icx_proc_string(p, x->pci_bus_id));
-            n->numa = x->numa_node;
+            n->numa = icx_node_or_unknown(x->numa_node);
             n->link_layer = x->link_layer;
             n->active = x->active;
             n->rate_mbps = x->rate_mbps;

@@ -56,6 +56,11 @@ struct icx_rd_device {
 };
 
 #define ICX_RD_MAX_NODES 64
+/* A NUMA node from a trace, made safe to index with: out of range is unknown (-1). */
+static inline int icx_node_or_unknown(long long node)
+{
+    return node >= 0 && node < ICX_RD_MAX_NODES ? (int)node : -1;
+}
 
 /* A thread of the process: name, where it was allowed and where it was seen running. */
 struct icx_rd_thread {
