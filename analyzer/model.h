@@ -57,6 +57,13 @@ struct icx_rd_device {
 
 #define ICX_RD_MAX_NODES 64
 /* A NUMA node from a trace, made safe to index with: out of range is unknown (-1). */
+/* a - b of two counts from a trace, saturated to long long (a crafted trace may hold anything) */
+static inline long long icx_sub_sat(uint64_t a, uint64_t b)
+{
+    uint64_t m = a > b ? a - b : b - a;
+    long long d = m > (uint64_t)0x7fffffffffffffffull ? 0x7fffffffffffffffll : (long long)m;
+    return a > b ? d : -d;
+}
 static inline int icx_node_or_unknown(long long node)
 {
     return node >= 0 && node < ICX_RD_MAX_NODES ? (int)node : -1;

@@ -217,8 +217,8 @@ struct icx_counter_row *icx_counter_row_at(struct icx_counters *C, const struct 
 /* Counted minus explained, 0 when within the counters' resolution. */
 static long long other_bytes(uint64_t counted, uint64_t explained, uint64_t resolution)
 {
-    long long d = (long long)counted - (long long)explained;
-    return llabs(d) <= (long long)resolution ? 0 : d;
+    long long d = icx_sub_sat(counted, explained);
+    return (uint64_t)llabs(d) <= resolution ? 0 : d;
 }
 
 static void counters_over_time(const struct icx_trace *t, struct icx_counters *C)

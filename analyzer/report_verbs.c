@@ -455,8 +455,8 @@ static void verbs_json(struct icx_json *j, const struct icx_analysis *A)
         if (n->has_counters) {
             icx_json_int(j, "counter_tx_bytes", (long long)n->counter_tx);
             icx_json_int(j, "counter_rx_bytes", (long long)n->counter_rx);
-            icx_json_int(j, "untraced_tx_bytes", (long long)n->counter_tx - (long long)n->tx_bytes);
-            icx_json_int(j, "untraced_rx_bytes", (long long)n->counter_rx - (long long)n->rx_bytes);
+            icx_json_int(j, "untraced_tx_bytes", icx_sub_sat(n->counter_tx, n->tx_bytes));
+            icx_json_int(j, "untraced_rx_bytes", icx_sub_sat(n->counter_rx, n->rx_bytes));
         } else {
             icx_json_null(j, "counter_tx_bytes");
             icx_json_null(j, "counter_rx_bytes");
