@@ -15,6 +15,7 @@
 #include "module.h"
 #include "resolve.h"
 #include "tbuf.h"
+#include "writer.h"
 
 #define CUDART ICX_LIB_CUDART
 #define ICX_MAX_DEV 64
@@ -256,7 +257,7 @@ static void icx_gpu_pending(struct icx_frame *f, const struct icx_rec *r)
         icx_pend_cap = ncap;
     }
     icx_pend[icx_pend_n++] =
-        (struct icx_pending){p->copy_id, p->dev, p->start, p->end, icx_mono_ns()};
+        (struct icx_pending){p->copy_id, p->dev, p->start, p->end, icx_writer_drain_ns()};
 }
 
 uint64_t icx_gpu_oldest_pending(uint32_t *copy_id)

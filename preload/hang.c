@@ -137,7 +137,7 @@ static void icx_hang_drained(struct icx_frame *f, const struct icx_rec *r)
     const struct icx_rec_nccl_call *c = (const struct icx_rec_nccl_call *)r;
     uint32_t api = r->aux & 0xffff;
     int pending = (r->aux >> ICX_EVF_SHIFT) & ICX_EVF_PENDING;
-    uint64_t now = icx_mono_ns();
+    uint64_t now = icx_writer_drain_ns();
     if (pending) {
         if (icx_calls++ && c->e.ts > icx_last_entry_ts) {
             uint64_t gap = icx_ticks_to_ns((uint64_t)(c->e.ts - icx_last_entry_ts));

@@ -1,5 +1,6 @@
 /* Per-thread record rings: a thread writes its events into its own ring without a lock or an
- * atomic read-modify-write; the writer thread drains every ring each flush.  Also the loss
+ * atomic read-modify-write; the writer thread drains every ring each flush, and at once when a
+ * ring passes half full (the owner wakes it, once per half ring).  Also the loss
  * counters, by cause, that the writer puts into every frame. */
 #ifndef ICX_TBUF_H
 #define ICX_TBUF_H
@@ -14,8 +15,9 @@ enum icx_tbuf_ext { ICX_TBUF_EXT_VERBS, ICX_TBUF_EXT_SLOTS };
 /* Single-producer (the owning thread) single-consumer (the writer) byte ring of records. */
 struct icx_tbuf {
     _Atomic uint64_t head; /* written by the owner only */
-    uint64_t tail_seen;    /* owner's last view of tail: reloaded only when the ring looks full */
-    char pad0[48];
+    uint64_t limit;        /* owner's: head may grow to here before it looks at tail again */
+    uint64_t woke_tail;    /* owner's: tail + 1 when it last woke the writer (icx_tbuf_room) */
+    char pad0[40];
     _Atomic uint64_t tail; /* written by the writer only */
     char pad1[56];
     uint8_t *data;
@@ -49,6 +51,13 @@ struct icx_slot {
     uint64_t next; /* head after the record */
 };
 
+/* Past the owner's limit: look at the writer's tail (its cache line, only now).  Room: 1, with
+ * the next limit (half the ring past the tail; the whole ring, once the writer has been woken to
+ * drain because more than half is used).  Full: 0 and a counted loss. */
+int icx_tbuf_room(struct icx_tbuf *b, uint64_t end);
+/* What icx_tbuf_room calls to wake the writer (async-signal-safe, keeps errno): writer.c's. */
+void icx_tbuf_set_pressure(void (*wake)(void));
+
 /* Reserve `size` bytes (multiple of 8, at most ICX_RING_SLACK) in this thread's ring; NULL (and a
  * counted loss) if full.  A record starts at head & (cap - 1) and is always contiguous: the ring
  * has ICX_RING_SLACK bytes of slack after its end, so a record that crosses the end simply runs on
@@ -63,14 +72,8 @@ static inline void *icx_reserve(uint32_t size, struct icx_slot *slot)
             return NULL;
     }
     uint64_t head = atomic_load_explicit(&b->head, memory_order_relaxed);
-    if (ICX_UNLIKELY(head + size - b->tail_seen > b->cap)) {
-        /* Only now look at the writer's cache line. */
-        b->tail_seen = atomic_load_explicit(&b->tail, memory_order_acquire);
-        if (head + size - b->tail_seen > b->cap) {
-            icx_count_lost(ICX_LOST_buffer_full);
-            return NULL;
-        }
-    }
+    if (ICX_UNLIKELY(head + size > b->limit) && !icx_tbuf_room(b, head + size))
+        return NULL;
     slot->b = b;
     slot->next = head + size;
     return b->data + (head & (b->cap - 1));

@@ -29,5 +29,11 @@ void icx_writer_want_devices(void);
 
 /* Wake the writer for a flush now; async-signal-safe (a byte into its pipe). */
 void icx_writer_wake(void);
+/* A ring passed half full: drain the rings now, before the frame is due (called from tbuf.c
+ * through icx_tbuf_set_pressure; keeps errno, async-signal-safe, never blocks). */
+void icx_writer_wake_pressure(void);
+/* For the modules' drained and ring_record hooks (writer thread): CLOCK_MONOTONIC ns when the
+ * writer began draining the ring the record came from. */
+uint64_t icx_writer_drain_ns(void);
 
 #endif
