@@ -34,8 +34,9 @@ BENCH_PROGS := $(BUILD)/bench/bench_copy $(BUILD)/bench/null/libcudart.so.13 $(B
                $(BUILD)/bench/bench_post_send $(BUILD)/bench/null/libibverbs.so.1 \
                $(BUILD)/bench/bench_nccl $(BUILD)/bench/null/libnccl.so.2 $(BUILD)/bench/bench_startup \
                $(BUILD)/bench/exit_copies
+PEER_PROGS := $(BUILD)/bench/bench_peers $(BUILD)/bench/peers/pg/libibverbs.so.1 $(BUILD)/bench/bench_rate
 
-.PHONY: all deps test demo sanitize tsan bench clean format fuzz
+.PHONY: all deps test demo sanitize tsan bench bench-peers clean format fuzz
 NCCL_PROGS := $(BUILD)/tests/nccl/ddp_loop $(BUILD)/tests/nccl/capture_nccl
 VERBS_PROGS := $(BUILD)/tests/verbs/verbs_loop $(BUILD)/tests/verbs/verbs_loop_dl \
                $(BUILD)/tests/verbs/rail_verbs \
@@ -45,7 +46,7 @@ EXAMPLE_LIB := $(BUILD)/tests/example/libicxtrace.so
 EXAMPLE_REPORT := $(BUILD)/tests/example/icx-analyze-example
 STATIC_TEST := $(if $(wildcard $(CUDA_HOME)/lib64/libcudart_static.a),$(BUILD)/tests/static/static_cudart)
 all: deps-ok $(LIBICX) $(ANALYZE) $(ICXRUN) $(ICXSIM) $(SIM_CUDART) $(SIM_NVML) $(SIM_VERBS) $(SIM_NCCL) $(TEST_PROGS) $(UNIT_PROGS) $(VERBS_PROGS) $(NCCL_PROGS) \
-     $(BENCH_PROGS) $(STATIC_TEST) $(FORK_TEST) $(EXAMPLE_LIB) $(EXAMPLE_REPORT)
+     $(BENCH_PROGS) $(PEER_PROGS) $(STATIC_TEST) $(FORK_TEST) $(EXAMPLE_LIB) $(EXAMPLE_REPORT)
 
 # Checked once per build directory; tools/install-deps.sh installs (root) or names what is missing.
 deps-ok: $(BUILD)/.deps-ok
@@ -228,6 +229,26 @@ $(BUILD)/bench/bench_nccl: bench/bench_nccl.c bench/bench_timing.h $(BUILD)/benc
 	$(CC) $(BASE_CFLAGS) -O2 -o $@ $< -L$(BUILD)/bench/null -l:libnccl.so.2 -l:libcudart.so.13 \
 	    -Wl,-rpath,'$$ORIGIN/null'
 
+# make bench-peers (bench/peers.sh): the per-call program, the null provider built with -pg (what
+# uftrace records inside a library), and the LTTng-UST preload (needs liblttng-ust-dev, which
+# bench/peers.sh installs first, so it is built from there).
+$(BUILD)/bench/bench_peers: bench/bench_peers.c $(BUILD)/bench/null/libcudart.so.13 \
+                            $(BUILD)/bench/null/libibverbs.so.1 $(BUILD)/bench/null/libnccl.so.2
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -O2 -o $@ $< -L$(BUILD)/bench/null -l:libcudart.so.13 -l:libibverbs.so.1 \
+	    -l:libnccl.so.2 -Wl,-rpath,'$$ORIGIN/null'
+$(BUILD)/bench/bench_rate: bench/bench_rate.c $(BUILD)/bench/null/libcudart.so.13 $(BUILD)/bench/null/libibverbs.so.1
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -O2 -o $@ $< -L$(BUILD)/bench/null -l:libcudart.so.13 -l:libibverbs.so.1 \
+	    -lpthread -Wl,-rpath,'$$ORIGIN/null'
+$(BUILD)/bench/peers/pg/libibverbs.so.1: bench/nullverbs.c bench/nullverbs.map
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -O2 -pg -fPIC -shared -Wl,-soname,libibverbs.so.1 \
+	    -Wl,--version-script=bench/nullverbs.map -o $@ $<
+$(BUILD)/bench/peers/liblttng_peer.so: bench/peers/lttng_peer.c bench/peers/lttng_peer_tp.h
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -O2 -Ibench/peers -fPIC -shared -fvisibility=hidden -o $@ $< -llttng-ust -ldl
+
 $(BUILD)/bench/libfloor.so: bench/floor_preload.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -fPIC -shared -fvisibility=hidden -o $@ $< -ldl
@@ -286,6 +307,8 @@ demo: all
 
 bench: all
 	@BUILD=$(BUILD) sh bench/run.sh
+bench-peers: all $(BENCH_PROGS) $(PEER_PROGS)
+	@BUILD=$(BUILD) sh bench/peers.sh
 
 # Every C file of the tree, as tests/run.sh checks them (the style of .clang-format).
 FORMAT_SRC = $(shell git ls-files '*.c' '*.h' 2>/dev/null | grep -v '^shared/')
