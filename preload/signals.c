@@ -76,11 +76,17 @@ static int icx_sig_owner(void)
  * ignores it, with the job's mask and flags when it has a handler.  A dump signal: ours while the
  * job has the default, else the job's.  set: the job has just set its action, and what the C
  * library adds to it (SA_RESTORER and the restorer) belongs in the job's view. */
+/* Is the kernel's action for the slot's signal ours to install? */
+static int icx_sig_mine(const struct icx_sig *s)
+{
+    return s->mode == ICX_SIG_CHAIN ? s->job.sa_handler != SIG_IGN : s->job.sa_handler == SIG_DFL;
+}
+
 static int icx_sig_apply(int sig, struct icx_sig *s, int set)
 {
     const struct sigaction *j = &s->job;
     struct sigaction r;
-    int mine = s->mode == ICX_SIG_CHAIN ? j->sa_handler != SIG_IGN : j->sa_handler == SIG_DFL;
+    int mine = icx_sig_mine(s);
     if (!mine)
         return __sigaction(sig, j, NULL);
     if (s->mode == ICX_SIG_YIELD) {
@@ -176,7 +182,9 @@ static int icx_sig_take(int sig, int mode, const struct sigaction *ours)
         atomic_store(&icx_sig_pid, (int)getpid());
         atomic_store_explicit(&icx_sig_any, 1, memory_order_release);
     }
-    if (icx_sig_apply(sig, s, 0) != 0) {
+    /* An action that stays the job's (SIG_IGN inherited from nohup) is left as the kernel has
+     * it: installing it again through the C library would add SA_RESTORER to what the job sees. */
+    if (icx_sig_mine(s) && icx_sig_apply(sig, s, 0) != 0) {
         s->mode = ICX_SIG_NONE;
         return -1;
     }

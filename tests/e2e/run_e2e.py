@@ -632,7 +632,7 @@ def test_privileged_process_stays_off():
             exe = os.path.join(tmp, name)
             # an absolute run path: a set-user-ID program's loader ignores $ORIGIN and LD_LIBRARY_PATH
             subprocess.run(["cc", "-o", exe, os.path.join(ROOT, "bench", "exit_copies.c"), "-isystem",
-                            "/usr/local/cuda/include", "-L" + null, "-l:libcudart.so.13",
+                            os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "include"), "-L" + null, "-l:libcudart.so.13",
                             "-Wl,-rpath," + null], check=True)
             os.chmod(exe, mode)
             progs[name] = exe
@@ -1198,6 +1198,17 @@ def test_job_signal_actions_stay_the_jobs():
             check(proc["complete"] and proc["exit_status"] == status and proc["peer_copies"] == 5,
                   "%s: complete=%s exit_status=%s copies=%s" % (end, proc["complete"],
                                                                proc["exit_status"], proc["peer_copies"]))
+    # Started with SIGHUP ignored (nohup, a batch system): the job still sees the kernel's own
+    # action, flags included (the tracer used to install the SIG_IGN again, adding SA_RESTORER).
+    with tempfile.TemporaryDirectory() as tmp:
+        plain_env = env_for(tmp)
+        plain_env["LD_PRELOAD"] = plain_env["LD_PRELOAD"].replace(LIB, "").strip(":")
+        hup = lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN)  # noqa: E731
+        got = [subprocess.run([prog, "term"], env=e, capture_output=True, text=True, timeout=120,
+                              preexec_fn=hup)
+               for e in (plain_env, env_for(tmp, ICX_FLUSH_MS=10000))]
+        check(got[0].stdout.startswith("start 1 IGN flags=0 ") and got[0].stdout == got[1].stdout,
+              "SIGHUP ignored at start: untraced %r, traced %r" % (got[0].stdout[:80], got[1].stdout[:80]))
 
 
 def make_sysfs(root, topo_path):
