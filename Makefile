@@ -232,12 +232,12 @@ $(BUILD)/bench/bench_nccl: bench/bench_nccl.c bench/bench_timing.h $(BUILD)/benc
 # make bench-peers (bench/peers.sh): the per-call program, the null provider built with -pg (what
 # uftrace records inside a library), and the LTTng-UST preload (needs liblttng-ust-dev, which
 # bench/peers.sh installs first, so it is built from there).
-$(BUILD)/bench/bench_peers: bench/bench_peers.c $(BUILD)/bench/null/libcudart.so.13 \
+$(BUILD)/bench/bench_peers: bench/bench_peers.c bench/bench_tsc.h $(BUILD)/bench/null/libcudart.so.13 \
                             $(BUILD)/bench/null/libibverbs.so.1 $(BUILD)/bench/null/libnccl.so.2
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -O2 -o $@ $< -L$(BUILD)/bench/null -l:libcudart.so.13 -l:libibverbs.so.1 \
 	    -l:libnccl.so.2 -Wl,-rpath,'$$ORIGIN/null'
-$(BUILD)/bench/bench_rate: bench/bench_rate.c $(BUILD)/bench/null/libcudart.so.13 $(BUILD)/bench/null/libibverbs.so.1
+$(BUILD)/bench/bench_rate: bench/bench_rate.c bench/bench_tsc.h $(BUILD)/bench/null/libcudart.so.13 $(BUILD)/bench/null/libibverbs.so.1
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -O2 -o $@ $< -L$(BUILD)/bench/null -l:libcudart.so.13 -l:libibverbs.so.1 \
 	    -lpthread -Wl,-rpath,'$$ORIGIN/null'

@@ -11,9 +11,8 @@
  * a whole, for the mean (the per-call reads cost more than some of the tracers, and this VM's TSC
  * reads in steps of about 10 ns).  Prints, in ns: the median and 99th percentile of the single
  * calls, the mean per call of the whole bursts, then the number of calls made (warm-up included).
- * The clock is calibrated with two clock_gettime calls around a sleep, so a tracer that records
- * library calls (uftrace, ltrace) sees only the calls measured, one nanosleep per burst, and
- * these two. */
+ * The clock is calibrated around a sleep (bench_tsc.h), so a tracer that records library calls
+ * (uftrace, ltrace) sees only the calls measured, one nanosleep per burst, and three more. */
 #include <cuda_runtime_api.h>
 #include <infiniband/verbs.h>
 #include <nccl.h>
@@ -23,6 +22,8 @@
 #include <string.h>
 #include <time.h>
 #include <x86intrin.h>
+
+#include "bench_tsc.h"
 
 static int mode; /* 0 copy, 1 post_send, 2 allreduce */
 static char a[4096], b[4096];
@@ -75,14 +76,8 @@ int main(int argc, char **argv)
     if (!qp.context || cudaSetDevice(0) || ncclGetUniqueId(&id) ||
         ncclCommInitRank(&comm, 1, id, 0))
         return 1;
-    struct timespec c0, c1, pause = {0, 2000000}, cal = {0, 50000000};
-    clock_gettime(CLOCK_MONOTONIC, &c0);
-    uint64_t k0 = __rdtsc();
-    nanosleep(&cal, NULL);
-    clock_gettime(CLOCK_MONOTONIC, &c1);
-    double ns_per_tick =
-        ((double)(c1.tv_sec - c0.tv_sec) * 1e9 + (double)(c1.tv_nsec - c0.tv_nsec)) /
-        (double)(__rdtsc() - k0);
+    struct timespec pause = {0, 2000000};
+    double ns_per_tick = bench_tsc_ns_per_tick();
     size_t n = (size_t)batches * (size_t)per;
     uint32_t *lat = malloc(n * sizeof(*lat));
     if (!lat)

@@ -17,6 +17,8 @@
 #include <time.h>
 #include <x86intrin.h>
 
+#include "bench_tsc.h"
+
 static int mode;
 static double rate, seconds, tick_ns;
 static struct ibv_context *ctx;
@@ -69,13 +71,7 @@ int main(int argc, char **argv)
     ctx = ibv_open_device(NULL);
     if (!ctx || cudaSetDevice(0))
         return 1;
-    struct timespec c0, c1, cal = {0, 50000000};
-    clock_gettime(CLOCK_MONOTONIC, &c0);
-    uint64_t k0 = __rdtsc();
-    nanosleep(&cal, NULL);
-    clock_gettime(CLOCK_MONOTONIC, &c1);
-    tick_ns = ((double)(c1.tv_sec - c0.tv_sec) * 1e9 + (double)(c1.tv_nsec - c0.tv_nsec)) /
-              (double)(__rdtsc() - k0);
+    tick_ns = bench_tsc_ns_per_tick();
     struct worker w[64];
     memset(w, 0, sizeof(w));
     for (int i = 0; i < threads; i++)

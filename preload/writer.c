@@ -315,10 +315,16 @@ static void icx_drain_one(struct icx_tbuf *b, void *ctx)
 
 /* One flush: rings, then each module's records, notes, clock, loss counters -> one frame.
  * Writer lock held. */
-static void icx_tick(enum icx_tick_kind kind)
+/* Every ring into the current frame (cut at ICX_FRAME_MAX).  Writer lock held. */
+static void icx_drain_rings(void)
 {
     struct icx_drain d = {.f = &icx_cur};
     icx_tbuf_drain_all(icx_drain_one, &d);
+}
+
+static void icx_tick(enum icx_tick_kind kind)
+{
+    icx_drain_rings();
     for (size_t m = 0; m < icx_nmods; m++)
         if (icx_mods[m]->tick)
             icx_mods[m]->tick(&icx_cur, kind);
@@ -390,10 +396,8 @@ static void *icx_writer_main(void *arg)
              * (cut at ICX_FRAME_MAX as always), so a fast thread's events wait in our memory,
              * not in its ring; the frame still closes on time. */
             pthread_mutex_lock(&icx_wlock);
-            if (!icx_ended && atomic_load_explicit(&icx_touched, memory_order_relaxed)) {
-                struct icx_drain d = {.f = &icx_cur};
-                icx_tbuf_drain_all(icx_drain_one, &d);
-            }
+            if (!icx_ended && atomic_load_explicit(&icx_touched, memory_order_relaxed))
+                icx_drain_rings();
             pthread_mutex_unlock(&icx_wlock);
             continue;
         }
