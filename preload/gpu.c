@@ -19,7 +19,7 @@
 
 #define CUDART ICX_LIB_CUDART
 #define ICX_MAX_DEV 64
-#define ICX_POOL_MAX 1024
+#define ICX_POOL_MAX 4096 /* events per device */
 
 ICX_REAL_DECL(CUDART, cudaError_t, cudaEventCreateWithFlags, (cudaEvent_t *, unsigned));
 ICX_REAL_DECL(CUDART, cudaError_t, cudaEventRecord, (cudaEvent_t, cudaStream_t));
@@ -73,14 +73,25 @@ int icx_gpu_sample_due(uint64_t now)
 
 /* ---- event pool, per device (taken only on the sampled path) ---- */
 /* The locks and counts apart from the events: start-up and fork touch one page, not one per
- * device (64 page faults were a tenth of a millisecond of every traced process's start). */
+ * device (64 page faults were a tenth of a millisecond of every traced process's start).  A
+ * device never has more than ICX_POOL_MAX of the tracer's events (`made`): past it a call goes
+ * untimed, counted, until the writer has polled some back -- events are never leaked or
+ * destroyed (a destroy could block on the device). */
 struct icx_pool {
     pthread_mutex_t lock;
-    int n;
+    int n, made;
     cudaEvent_t *ev; /* icx_pool_ev[device] */
 };
 static struct icx_pool icx_pools[ICX_MAX_DEV];
 static cudaEvent_t icx_pool_ev[ICX_MAX_DEV][ICX_POOL_MAX];
+
+/* Each thread keeps a few pairs of its last device's events, taken from the pool ICX_TCACHE
+ * pairs under one lock: a timed call then takes none (the lock pair was half of its GPU-timing
+ * cost).  A thread that exits keeps its cache: at most 2 x ICX_TCACHE events per thread that
+ * timed something, counted in `made`. */
+#define ICX_TCACHE 8
+static ICX_TLS int icx_tc_dev = -1, icx_tc_n;
+static ICX_TLS cudaEvent_t icx_tc_ev[2 * ICX_TCACHE];
 
 static void icx_gpu_init(void)
 {
@@ -94,40 +105,94 @@ static void icx_pool_put(int dev, cudaEvent_t a, cudaEvent_t b)
 {
     struct icx_pool *p = &icx_pools[dev];
     pthread_mutex_lock(&p->lock);
-    if (p->n + 2 <= ICX_POOL_MAX) {
-        p->ev[p->n++] = a;
-        p->ev[p->n++] = b;
-    } /* else: leaked to the pool's cap, not destroyed: a destroy could block on the device */
+    p->ev[p->n++] = a; /* room: n <= made <= ICX_POOL_MAX */
+    p->ev[p->n++] = b;
     pthread_mutex_unlock(&p->lock);
 }
 
-/* Two events of device `dev`.  When the pool is empty they are created on `dev`; if the calling
- * thread's current device differs, it is switched for the creation and restored at once (the
- * stream's device is one the job uses, so no new context is ever made). */
-static int icx_pool_get(int dev, cudaEvent_t *a, cudaEvent_t *b)
+/* The thread's cache goes back to its device's pool (a switch of device). */
+static void icx_tc_flush(void)
+{
+    if (icx_tc_dev < 0 || !icx_tc_n)
+        return;
+    struct icx_pool *p = &icx_pools[icx_tc_dev];
+    pthread_mutex_lock(&p->lock);
+    while (icx_tc_n)
+        p->ev[p->n++] = icx_tc_ev[--icx_tc_n];
+    pthread_mutex_unlock(&p->lock);
+}
+
+/* Two new events of device `dev`, within its cap.  If the calling thread's current device
+ * differs, it is switched for the creation and restored at once (the stream's device is one the
+ * job uses, so no new context is ever made). */
+static int icx_pool_make(int dev, cudaEvent_t *a, cudaEvent_t *b)
 {
     struct icx_pool *p = &icx_pools[dev];
     pthread_mutex_lock(&p->lock);
-    if (p->n >= 2) {
-        *a = p->ev[--p->n];
-        *b = p->ev[--p->n];
-        pthread_mutex_unlock(&p->lock);
-        return 1;
-    }
+    int room = p->made + 2 <= ICX_POOL_MAX;
+    if (room)
+        p->made += 2;
     pthread_mutex_unlock(&p->lock);
+    if (!room)
+        return 0;
     icx_real_cudaEventCreateWithFlags_t create = ICX_REAL(cudaEventCreateWithFlags);
     icx_real_cudaSetDevice_t set = ICX_REAL(cudaSetDevice);
     int cur = icx_current_device();
     if (!create || !set || cur < 0 || (cur != dev && set(dev) != cudaSuccess)) {
         icx_debug("gpu: cannot make events for device %d (current %d)\n", dev, cur);
-        return 0;
+        return 0; /* `made` keeps the two: creation failing means the device is in trouble */
     }
     int ok = create(a, cudaEventDefault) == cudaSuccess;
     if (ok && create(b, cudaEventDefault) != cudaSuccess)
-        ok = 0; /* *a leaks: failing creation means the device is in trouble anyway */
+        ok = 0; /* *a leaks, as above */
     if (cur != dev)
         set(cur);
     return ok;
+}
+
+/* Two events of device `dev`: from the thread's cache, refilled from the pool, else new. */
+static int icx_pool_get(int dev, cudaEvent_t *a, cudaEvent_t *b)
+{
+    if (ICX_LIKELY(icx_tc_dev == dev && icx_tc_n >= 2)) {
+        *a = icx_tc_ev[--icx_tc_n];
+        *b = icx_tc_ev[--icx_tc_n];
+        return 1;
+    }
+    icx_tc_flush();
+    icx_tc_dev = dev;
+    struct icx_pool *p = &icx_pools[dev];
+    pthread_mutex_lock(&p->lock);
+    while (p->n >= 2 && icx_tc_n < 2 * ICX_TCACHE) {
+        icx_tc_ev[icx_tc_n++] = p->ev[--p->n];
+        icx_tc_ev[icx_tc_n++] = p->ev[--p->n];
+    }
+    pthread_mutex_unlock(&p->lock);
+    if (icx_tc_n >= 2) {
+        *a = icx_tc_ev[--icx_tc_n];
+        *b = icx_tc_ev[--icx_tc_n];
+        return 1;
+    }
+    return icx_pool_make(dev, a, b);
+}
+
+/* Span ids, taken by each thread ICX_ID_BLOCK at a time from the process-wide counter (one
+ * shared cache line touched per block, not per call).  0 is never an id. */
+#define ICX_ID_BLOCK 64
+static ICX_TLS uint32_t icx_id_next, icx_id_left;
+
+static uint32_t icx_new_copy_id(void)
+{
+    for (;;) {
+        if (ICX_UNLIKELY(!icx_id_left)) {
+            icx_id_next =
+                atomic_fetch_add_explicit(&icx_next_copy_id, ICX_ID_BLOCK, memory_order_relaxed);
+            icx_id_left = ICX_ID_BLOCK;
+        }
+        icx_id_left--;
+        uint32_t id = icx_id_next++;
+        if (id)
+            return id;
+    }
 }
 
 static int icx_gpu_begin_inner(struct icx_gpu_req *g, cudaStream_t stream);
@@ -209,9 +274,11 @@ static uint32_t icx_gpu_end_inner(struct icx_gpu_req *g, cudaStream_t stream, cu
     }
     struct icx_slot slot;
     struct icx_ring_gpu_pending *r = icx_reserve(sizeof(*r), &slot);
-    if (!r)
-        return 0; /* counted as buffer_full; the two events are lost to the pool */
-    g->copy_id = id ? id : atomic_fetch_add_explicit(&icx_next_copy_id, 1, memory_order_relaxed);
+    if (!r) { /* counted as buffer_full; the events are free again once the GPU passes them */
+        icx_pool_put(g->dev, g->start, g->end);
+        return 0;
+    }
+    g->copy_id = id ? id : icx_new_copy_id();
     r->h.type = ICX_RING_GPU_PENDING;
     r->h.size = sizeof(*r);
     r->h.aux = 0;
@@ -251,6 +318,7 @@ static void icx_gpu_pending(struct icx_frame *f, const struct icx_rec *r)
         struct icx_pending *n = realloc(icx_pend, ncap * sizeof(*n));
         if (!n) {
             icx_count_lost(ICX_LOST_gpu_timing_error);
+            icx_pool_put(p->dev, p->start, p->end);
             return;
         }
         icx_pend = n;
@@ -425,8 +493,10 @@ static void icx_gpu_fork_child(void)
 {
     for (int i = 0; i < ICX_MAX_DEV; i++) {
         pthread_mutex_init(&icx_pools[i].lock, NULL);
-        icx_pools[i].n = 0;
+        icx_pools[i].n = icx_pools[i].made = 0;
     }
+    icx_tc_dev = -1; /* the one thread here is the one that forked: its cache is the parent's */
+    icx_tc_n = 0;
     icx_pend_n = 0;
 }
 

@@ -17,8 +17,11 @@
 struct icx_nic {
     char name[64], bus[32];
     int numa;
-    char path[PATH_MAX]; /* real path of the PCI device below <root>/sys/devices */
+    char path[PATH_MAX];        /* real path of the PCI device below <root>/sys/devices */
+    struct icx_kept counter[4]; /* icx_nic_counters[], kept open */
 };
+static const char *const icx_nic_counters[4] = {"port_xmit_data", "port_rcv_data", "port_xmit_wait",
+                                                "port_xmit_discards"};
 static struct icx_nic icx_nics[ICX_MAX_NICS];
 static int icx_nnics = -1;
 
@@ -56,6 +59,8 @@ static void icx_nics_load(struct icx_frame *f)
             continue;
         struct icx_nic *n = &icx_nics[icx_nnics];
         char link[PATH_MAX], rel[PATH_MAX], val[128];
+        for (int c = 0; c < 4; c++)
+            n->counter[c] = (struct icx_kept)ICX_KEPT_INIT;
         if (strlen(e->d_name) >= sizeof(n->name) ||
             snprintf(link, sizeof(link), "%s/%s/device", dir, e->d_name) >= (int)sizeof(link))
             continue;
@@ -143,12 +148,14 @@ void icx_nic_paths(struct icx_frame *f, int dev, const char *bus, int numa)
     }
 }
 
-static int icx_read_u64(const char *nic, const char *counter, uint64_t *out)
+/* Counter k of NIC i. */
+static int icx_read_u64(struct icx_nic *nic, int k, uint64_t *out)
 {
-    char rel[256], val[64];
-    int n =
-        snprintf(rel, sizeof(rel), "/sys/class/infiniband/%s/ports/1/counters/%s", nic, counter);
-    if (n < 0 || (size_t)n >= sizeof(rel) || icx_sysfs_read_path(rel, val, sizeof(val)) != 0)
+    char path[PATH_MAX], val[64];
+    int n = snprintf(path, sizeof(path), "%s/sys/class/infiniband/%s/ports/1/counters/%s",
+                     icx_sysfs_root(), nic->name, icx_nic_counters[k]);
+    if (n < 0 || (size_t)n >= sizeof(path) ||
+        icx_kept_read(&nic->counter[k], path, 1, val, sizeof(val)) <= 0)
         return -1;
     *out = strtoull(val, NULL, 10);
     return 0;
@@ -162,11 +169,10 @@ void icx_nic_sample(struct icx_frame *f)
         icx_nics_load(f);
     for (int i = 0; i < icx_nnics; i++) {
         uint64_t tx, rx, wait = 0, discards = 0, began = icx_mono_ns();
-        if (icx_read_u64(icx_nics[i].name, "port_xmit_data", &tx) != 0 ||
-            icx_read_u64(icx_nics[i].name, "port_rcv_data", &rx) != 0)
+        if (icx_read_u64(&icx_nics[i], 0, &tx) != 0 || icx_read_u64(&icx_nics[i], 1, &rx) != 0)
             continue;
-        icx_read_u64(icx_nics[i].name, "port_xmit_wait", &wait);
-        icx_read_u64(icx_nics[i].name, "port_xmit_discards", &discards);
+        icx_read_u64(&icx_nics[i], 2, &wait);
+        icx_read_u64(&icx_nics[i], 3, &discards);
         uint64_t ended = icx_mono_ns();
         struct icx_rec_ib_counters *r =
             icx_frame_put(f, ICX_REC_IB_COUNTERS, (uint32_t)i, sizeof(*r));
@@ -183,5 +189,8 @@ void icx_nic_sample(struct icx_frame *f)
 
 void icx_nic_reset(void)
 {
+    for (int i = 0; i < icx_nnics; i++)
+        for (int k = 0; k < 4; k++)
+            icx_kept_close(&icx_nics[i].counter[k]);
     icx_nnics = -1;
 }

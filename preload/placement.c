@@ -78,19 +78,41 @@ static int icx_node_of_cpu(int cpu)
     return cpu >= 0 && cpu < ICX_MAX_CPUS ? icx_cpu_node[cpu] : -1;
 }
 
+/* Threads' stat files, kept open (sysfs.h's icx_kept), direct-mapped by thread id: a job's
+ * threads keep their ids, so each flush costs a pread per thread, not an open and a close.  A
+ * collision or a thread's exit costs an open. */
+#define ICX_STAT_KEPT 128
+static struct icx_stat_kept {
+    int tid;
+    struct icx_kept k;
+} icx_stat_kept[ICX_STAT_KEPT];
+
+static void icx_stat_kept_reset(void)
+{
+    for (int i = 0; i < ICX_STAT_KEPT; i++) {
+        if (icx_stat_kept[i].tid)
+            icx_kept_close(&icx_stat_kept[i].k);
+        icx_stat_kept[i].tid = 0;
+        icx_stat_kept[i].k = (struct icx_kept)ICX_KEPT_INIT;
+    }
+}
+
 /* The CPU a thread last ran on: field 39 of /proc/self/task/TID/stat. */
 static int icx_thread_cpu(int tid)
 {
     char path[64], buf[1024];
     snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC); /* no stdio: no allocation per thread per flush */
-    if (fd < 0)
-        return -1;
-    ssize_t n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
+    struct icx_stat_kept *e = &icx_stat_kept[(unsigned)tid % ICX_STAT_KEPT];
+    if (e->tid != tid) {
+        if (e->tid)
+            icx_kept_close(&e->k);
+        else
+            e->k = (struct icx_kept)ICX_KEPT_INIT;
+        e->tid = tid;
+    }
+    long n = icx_kept_read(&e->k, path, 0, buf, sizeof(buf)); /* no stdio: no allocation */
     if (n <= 0)
         return -1;
-    buf[n] = 0;
     char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
     if (!p)
         return -1;
@@ -169,14 +191,27 @@ static void icx_affinity(struct icx_frame *f, int tid)
     }
 }
 
+/* The process's task directory stays open: rewinddir reads it afresh (a new getdents from the
+ * start).  Opened through /proc/self, so a fork child opens its own. */
+static DIR *icx_task_dir;
+
+static void icx_task_dir_close(void)
+{
+    if (icx_task_dir)
+        closedir(icx_task_dir);
+    icx_task_dir = NULL;
+}
+
 /* Writer, every flush: one CPU_SAMPLES record for all threads but the writer itself. */
 static void icx_placement_tick(struct icx_frame *f, enum icx_tick_kind kind)
 {
     (void)kind;
     if (!icx_nodes_loaded)
         icx_load_nodes(f);
-    DIR *d = opendir("/proc/self/task");
-    if (!d)
+    DIR *d = icx_task_dir;
+    if (d)
+        rewinddir(d);
+    else if (!(d = icx_task_dir = opendir("/proc/self/task")))
         return;
     static struct icx_cpu_sample samples[ICX_MAX_SAMPLED_THREADS];
     uint32_t n = 0;
@@ -193,7 +228,6 @@ static void icx_placement_tick(struct icx_frame *f, enum icx_tick_kind kind)
             (struct icx_cpu_sample){(uint32_t)tid, (uint16_t)cpu, (int16_t)icx_node_of_cpu(cpu)};
         icx_affinity(f, tid);
     }
-    closedir(d);
     struct icx_rec_cpu_samples *r = icx_frame_put(
         f, ICX_REC_CPU_SAMPLES, n, sizeof(*r) + (size_t)n * sizeof(struct icx_cpu_sample));
     if (r) {
@@ -247,6 +281,8 @@ static void icx_placement_fork_child(void)
 {
     icx_nodes_loaded = 0;
     icx_naffs = 0;
+    icx_stat_kept_reset(); /* the parent's threads' files */
+    icx_task_dir_close();
 }
 
 const struct icx_module icx_mod_placement = {

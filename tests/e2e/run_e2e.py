@@ -908,6 +908,22 @@ def test_static_cudart_detected():
         check(any("statically" in n["text"] and n["severity"] == "warning" for n in notes), "notes %s" % notes)
 
 
+def test_gpu_event_pool_bounded():
+    """The tracer's CUDA events are bounded per device: with every copy timed and the writer kept
+    from polling any back (one flush a minute), exactly 4096 events (2048 copies) are made, the
+    other copies go untimed, each counted as gpu_timing_pool, and every copy is still traced.
+    Before the bound, a burst made events without limit and leaked those beyond the pool's size."""
+    n = 6000
+    with tempfile.TemporaryDirectory() as tmp:
+        run([os.path.join(TESTS, "many_copies"), str(n)],
+            env_for(tmp, ICX_GPU_TIMING="all", ICX_FLUSH_MS=60000))
+        doc, _ = analyze([os.path.join(tmp, "trace.icx.zst")])
+        lost = doc["processes"][0]["lost"]
+        l = links_by_pair(doc)[(0, 1)]
+        check(l["ops"] == n and l["gpu_timed_ops"] == 2048, "link 0->1: %s" % l)
+        check(lost["gpu_timing_pool"] == n - 2048 and lost["buffer_full"] == 0, "lost %s" % lost)
+
+
 def test_capture_safety():
     """The tracer never records events into a capturing stream, and its polling thread cannot
     invalidate a global-mode capture running in another thread."""
