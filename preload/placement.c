@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -192,12 +193,37 @@ static void icx_affinity(struct icx_frame *f, int tid)
 }
 
 /* The process's task directory stays open: rewinddir reads it afresh (a new getdents from the
- * start).  Opened through /proc/self, so a fork child opens its own. */
+ * start).  Opened through /proc/self, so a fork child opens its own.  Like icx_kept, checked
+ * before each use to be still ours: a job that closed it and reused the number would have its
+ * file rewound (test_job_closing_every_descriptor caught that); one that is not is dropped, its
+ * few bytes of memory left, never closed. */
 static DIR *icx_task_dir;
+static struct stat icx_task_dir_st;
+
+static int icx_task_dir_ours(void)
+{
+    struct stat st;
+    return icx_task_dir && fstat(dirfd(icx_task_dir), &st) == 0 &&
+           st.st_dev == icx_task_dir_st.st_dev && st.st_ino == icx_task_dir_st.st_ino;
+}
+
+static DIR *icx_task_dir_get(void)
+{
+    if (icx_task_dir_ours()) {
+        rewinddir(icx_task_dir);
+        return icx_task_dir;
+    }
+    icx_task_dir = opendir("/proc/self/task");
+    if (icx_task_dir && fstat(dirfd(icx_task_dir), &icx_task_dir_st) != 0) {
+        closedir(icx_task_dir);
+        icx_task_dir = NULL;
+    }
+    return icx_task_dir;
+}
 
 static void icx_task_dir_close(void)
 {
-    if (icx_task_dir)
+    if (icx_task_dir_ours())
         closedir(icx_task_dir);
     icx_task_dir = NULL;
 }
@@ -208,10 +234,8 @@ static void icx_placement_tick(struct icx_frame *f, enum icx_tick_kind kind)
     (void)kind;
     if (!icx_nodes_loaded)
         icx_load_nodes(f);
-    DIR *d = icx_task_dir;
-    if (d)
-        rewinddir(d);
-    else if (!(d = icx_task_dir = opendir("/proc/self/task")))
+    DIR *d = icx_task_dir_get();
+    if (!d)
         return;
     static struct icx_cpu_sample samples[ICX_MAX_SAMPLED_THREADS];
     uint32_t n = 0;

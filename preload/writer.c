@@ -5,7 +5,7 @@
  * to keep up (about 250 MB/s per core here). */
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -26,13 +27,20 @@
 
 static pthread_mutex_t icx_wlock = PTHREAD_MUTEX_INITIALIZER; /* writer state below */
 static int icx_fd = -1;
+static struct stat icx_fd_st; /* what icx_fd was opened on: the job may close it and reuse it */
+static int icx_fd_foreign;    /* icx_fd is the job's now: never written, read or closed */
 static ZSTD_CCtx *icx_cctx;
 static struct icx_frame icx_cur;
 static uint8_t *icx_zbuf;
 static size_t icx_zcap;
 static pthread_t icx_thread;
 static int icx_thread_started;
-static int icx_wake[2] = {-1, -1};
+/* Wake-ups for the writer: bits in one word and a futex, no file descriptor -- a job that closes
+ * every descriptor it did not open (closerange) and reuses the numbers would otherwise have had
+ * our wake bytes written into its files, and the writer reading its data.  Async-signal-safe
+ * (an atomic OR and a syscall). */
+enum { ICX_WAKE_PRESSURE = 1, ICX_WAKE_FRAME = 2 };
+static _Atomic uint32_t icx_wake_bits;
 static _Atomic int icx_stop;
 static _Atomic int icx_writer_tid;
 static _Atomic unsigned icx_flush_gen; /* bumped after every frame written */
@@ -118,10 +126,29 @@ static int icx_frame_write(const uint8_t *raw, size_t n)
 }
 
 /* The trace file removed while we write it (st_nlink 0): say so once and stop tracing. */
+/* Still the file we opened: the job may have closed our descriptor (closerange) and got the number
+ * back for a file of its own. */
+static int icx_fd_ours(void)
+{
+    struct stat st;
+    return icx_fd >= 0 && fstat(icx_fd, &st) == 0 && st.st_dev == icx_fd_st.st_dev &&
+           st.st_ino == icx_fd_st.st_ino;
+}
+
 static void icx_check_gone(void)
 {
     struct stat st;
-    if (icx_gone || fstat(icx_fd, &st) != 0 || st.st_nlink > 0)
+    if (icx_gone)
+        return;
+    if (!icx_fd_ours()) {
+        icx_gone = 1;
+        icx_fd_foreign = 1;
+        icx_log("the job closed the trace file's descriptor (%s); nothing more is traced\n",
+                icx_cfg.output);
+        atomic_store(&icx_active, 0);
+        return;
+    }
+    if (fstat(icx_fd, &st) != 0 || st.st_nlink > 0)
         return;
     icx_gone = 1;
     icx_log("trace file %s was removed while the job ran (its directory deleted?); nothing more "
@@ -380,17 +407,15 @@ static void *icx_writer_main(void *arg)
     atomic_store(&icx_writer_tid, icx_gettid());
     uint64_t next = icx_mono_ns() + icx_cfg.flush_ms * 1000000ull; /* the next periodic frame */
     while (!atomic_load(&icx_stop)) {
-        struct pollfd p = {.fd = icx_wake[0], .events = POLLIN};
+        uint32_t bits = atomic_exchange(&icx_wake_bits, 0);
         uint64_t now = icx_mono_ns();
-        int r = poll(&p, 1, now < next ? (int)((next - now + 999999) / 1000000) : 0);
-        int pressure_only = 0;
-        if (r > 0) {
-            char junk[64];
-            ssize_t n = read(icx_wake[0], junk, sizeof(junk));
-            pressure_only = n > 0;
-            for (ssize_t i = 0; i < n; i++)
-                pressure_only &= junk[i] == 'p';
+        if (!bits && now < next) {
+            struct timespec ts = {(time_t)((next - now) / 1000000000ull),
+                                  (long)((next - now) % 1000000000ull)};
+            syscall(SYS_futex, &icx_wake_bits, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
+            bits = atomic_exchange(&icx_wake_bits, 0);
         }
+        int pressure_only = bits == ICX_WAKE_PRESSURE;
         if (pressure_only && icx_mono_ns() < next && !atomic_load(&icx_stop)) {
             /* A ring is half full before the frame is due: empty every ring into the frame
              * (cut at ICX_FRAME_MAX as always), so a fast thread's events wait in our memory,
@@ -473,6 +498,8 @@ static int icx_open_file(void)
         }
         icx_fd = open(icx_cfg.output, flags, mode);
     }
+    if (icx_fd >= 0 && fstat(icx_fd, &icx_fd_st) != 0)
+        memset(&icx_fd_st, 0, sizeof(icx_fd_st)); /* cannot happen; then it never matches */
     if (icx_fd < 0) {
         failed = 1;
         icx_log("cannot open trace output %s: %s; running untraced\n", icx_cfg.output,
@@ -522,10 +549,17 @@ static int icx_open_stream(void)
     return 0;
 }
 
+/* Wake the writer: async-signal-safe, errno kept. */
+static void icx_wake_writer(uint32_t bit)
+{
+    int saved = errno;
+    atomic_fetch_or(&icx_wake_bits, bit);
+    syscall(SYS_futex, &icx_wake_bits, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    errno = saved;
+}
+
 static int icx_spawn_writer(void)
 {
-    if (pipe2(icx_wake, O_CLOEXEC | O_NONBLOCK) != 0)
-        return -errno;
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -567,8 +601,7 @@ void icx_writer_stop(int exit_status)
 {
     if (icx_thread_started) {
         atomic_store(&icx_stop, 1);
-        ssize_t n = write(icx_wake[1], "x", 1);
-        (void)n;
+        icx_wake_writer(ICX_WAKE_FRAME);
         pthread_join(icx_thread, NULL);
         icx_thread_started = 0;
     }
@@ -593,29 +626,22 @@ void icx_writer_stop(int exit_status)
                     : lost     ? ", some lost: see icx-analyze"
                                : "");
     }
-    if (icx_fd >= 0)
+    if (icx_fd_ours())
         close(icx_fd);
     icx_fd = -1;
+    icx_fd_foreign = 0;
     icx_self.guard = saved_guard;
     pthread_mutex_unlock(&icx_wlock);
 }
 
 void icx_writer_wake(void)
 {
-    if (icx_wake[1] >= 0) {
-        ssize_t n = write(icx_wake[1], "w", 1);
-        (void)n;
-    }
+    icx_wake_writer(ICX_WAKE_FRAME);
 }
 
 void icx_writer_wake_pressure(void)
 {
-    if (icx_wake[1] >= 0) {
-        int saved = errno; /* a full pipe (EAGAIN) is fine: the writer is awake already */
-        ssize_t n = write(icx_wake[1], "p", 1);
-        (void)n;
-        errno = saved;
-    }
+    icx_wake_writer(ICX_WAKE_PRESSURE);
 }
 
 /* Ask the writer for a frame now (END with status when end) and wait for it, bounded (1 s):
@@ -633,11 +659,10 @@ static int icx_writer_request(int end, int status)
         atomic_store(&icx_pending_set, 1);
     }
     /* Done when a frame begun after this point is written: it saw the request (a frame begun
-     * before may not have), and the wake byte, written after, is still unread when it begins, so
+     * before may not have), and the wake bit, set after, is still unseen when it begins, so
      * one begins at once.  Waiting for the next periodic frame instead cost up to ICX_FLUSH_MS. */
     unsigned began = atomic_load(&icx_begun_gen);
-    ssize_t n = write(icx_wake[1], "s", 1);
-    (void)n;
+    icx_wake_writer(ICX_WAKE_FRAME);
     for (int i = 0; i < 10000 && (int)(atomic_load(&icx_flush_gen) - began) < 1; i++) {
         struct timespec ts = {0, 100000};
         nanosleep(&ts, NULL);
@@ -694,14 +719,11 @@ static void icx_writer_fork_child(void)
     pthread_mutex_init(&icx_wlock, NULL);
     icx_thread_started = 0;
     atomic_store(&icx_begun_gen, atomic_load(&icx_flush_gen)); /* a frame the fork cut short */
-    if (icx_wake[0] >= 0) {
-        close(icx_wake[0]);
-        close(icx_wake[1]);
-        icx_wake[0] = icx_wake[1] = -1;
-    }
-    if (icx_fd >= 0)
+    atomic_store(&icx_wake_bits, 0);
+    if (icx_fd_ours())
         close(icx_fd); /* the parent's stream stays the parent's */
     icx_fd = -1;
+    icx_fd_foreign = 0;
     icx_cur.len = 0;
     icx_events_written = 0;
     atomic_store(&icx_touched, 0); /* the child's own use decides its trace */

@@ -27,7 +27,7 @@ void icx_writer_resume(void);
  * device baselines at its next round, no waiting. */
 void icx_writer_want_devices(void);
 
-/* Wake the writer for a flush now; async-signal-safe (a byte into its pipe). */
+/* Wake the writer for a flush now; async-signal-safe (a bit and a futex wake). */
 void icx_writer_wake(void);
 /* A ring passed half full: drain the rings now, before the frame is due (called from tbuf.c
  * through icx_tbuf_set_pressure; keeps errno, async-signal-safe, never blocks). */

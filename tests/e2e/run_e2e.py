@@ -908,6 +908,34 @@ def test_static_cudart_detected():
         check(any("statically" in n["text"] and n["severity"] == "warning" for n in notes), "notes %s" % notes)
 
 
+def test_job_closing_every_descriptor():
+    """A job that closes every descriptor it did not open (closerange) mid-run and takes the numbers
+    back for 64 files of its own: the tracer held its trace file, NIC counter files and threads'
+    /proc stat files there (and, before, its wake-up pipe).  The job's files hold exactly what it
+    wrote, at the offsets it expects, with and without the tracer; the tracer notices, says so
+    once and stops; what it wrote before reads back.  Before the fix the job's files got zstd
+    frames appended, and the writer read the job's data as wake-up bytes."""
+    with tempfile.TemporaryDirectory() as tmp:
+        fs = os.path.join(tmp, "fs")
+        make_sysfs(fs, TOPO)
+        for traced in (False, True):
+            files = os.path.join(tmp, "files%d" % traced)
+            os.makedirs(files)
+            env = env_for(tmp, ICX_SYSFS_ROOT=fs, ICX_FLUSH_MS=10, ICX_SAMPLE_MS=10)
+            if not traced:
+                env.pop("LD_PRELOAD")
+            p = run([os.path.join(TESTS, "close_fds"), files], env, check_rc=False)
+            check(p.returncode == 0 and p.stdout == "files intact\n",
+                  "traced=%s: rc %d %r %r" % (traced, p.returncode, p.stdout, p.stderr[-2000:]))
+            check(sorted(os.listdir(files)) == sorted("f%d" % i for i in range(64)),
+                  "files %s" % os.listdir(files))
+        check(p.stderr.count("closed the trace file's descriptor") == 1, "stderr %r" % p.stderr)
+        check(sorted(f for f in os.listdir(tmp) if f.startswith("trace")) == ["trace.icx.zst"],
+              "traces %s" % os.listdir(tmp))
+        doc, _ = analyze([os.path.join(tmp, "trace.icx.zst")], command="summarize")
+        check(len(doc["processes"]) == 1, "summary %s" % doc)
+
+
 def test_gpu_event_pool_bounded():
     """The tracer's CUDA events are bounded per device: with every copy timed and the writer kept
     from polling any back (one flush a minute), exactly 4096 events (2048 copies) are made, the
