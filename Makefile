@@ -18,7 +18,7 @@ ANALYZER_LIB_SRC := $(filter-out analyzer/main.c,$(wildcard analyzer/*.c))
 SIM_CUDART_SRC := tests/sim/cudart.c tests/sim/topo_file.c tests/sim/counters.c
 SIM_NVML_SRC := tests/sim/nvml.c tests/sim/topo_file.c tests/sim/counters.c
 SIM_VERBS_SRC := tests/sim/verbs.c tests/sim/topo_file.c
-SIM_NCCL_SRC := tests/sim/nccl.c tests/sim/nccl_ib.c tests/sim/topo_file.c tests/sim/counters.c
+SIM_NCCL_SRC := tests/sim/nccl.c tests/sim/nccl_ib.c tests/sim/nccl_prof.c tests/sim/topo_file.c tests/sim/counters.c
 
 LIBICX := $(BUILD)/lib/libicxtrace.so
 ANALYZE := $(BUILD)/bin/icx-analyze
@@ -37,7 +37,8 @@ BENCH_PROGS := $(BUILD)/bench/bench_copy $(BUILD)/bench/null/libcudart.so.13 $(B
 PEER_PROGS := $(BUILD)/bench/bench_peers $(BUILD)/bench/peers/pg/libibverbs.so.1 $(BUILD)/bench/bench_rate
 
 .PHONY: all deps test demo sanitize tsan bench bench-peers clean format fuzz
-NCCL_PROGS := $(BUILD)/tests/nccl/ddp_loop $(BUILD)/tests/nccl/capture_nccl
+NCCL_PROGS := $(BUILD)/tests/nccl/ddp_loop $(BUILD)/tests/nccl/capture_nccl \
+              $(BUILD)/tests/nccl/libcount_plugin.so
 VERBS_PROGS := $(BUILD)/tests/verbs/verbs_loop $(BUILD)/tests/verbs/verbs_loop_dl \
                $(BUILD)/tests/verbs/rail_verbs \
                $(BUILD)/tests/verbs/dl_next
@@ -159,6 +160,11 @@ $(BUILD)/tests/verbs/verbs_loop: tests/verbs/verbs_loop.c
 $(BUILD)/tests/verbs/verbs_loop_dl: tests/verbs/verbs_loop.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -DICX_DLOPEN -o $@ $< -ldl
+
+# A user's own NCCL profiler plugin (the chaining test): loaded by NCCL, links nothing of NCCL's.
+$(BUILD)/tests/nccl/libcount_plugin.so: tests/nccl/count_plugin.c $(wildcard include/icx/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -fPIC -shared -o $@ $< -lpthread
 
 # NCCL workload: compiled against the real nccl.h, linked to the simulated libnccl and libcudart.
 $(BUILD)/tests/nccl/%: tests/nccl/%.c $(SIM_NCCL) $(SIM_CUDART)

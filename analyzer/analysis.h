@@ -22,6 +22,7 @@ struct icx_analysis {
     struct icx_verbs *verbs;
     struct icx_nccl *nccl;
     struct icx_nccl_errors *nccl_errors;
+    struct icx_nccl_plugin *nccl_plugin;
     void *extra; /* a report outside the product's table (examples/) */
 };
 
@@ -42,7 +43,7 @@ extern const struct icx_report *const icx_reports[];
 extern const size_t icx_nreports;
 extern const struct icx_report icx_report_summary, icx_report_links, icx_report_topo,
     icx_report_counters, icx_report_numa, icx_report_verbs, icx_report_nccl, icx_report_nccl_errors,
-    icx_report_hang, icx_report_findings;
+    icx_report_nccl_plugin, icx_report_hang, icx_report_findings;
 
 /* Compute every report of `reports` into A (A->t set); the first failing report's -1. */
 int icx_analysis_compute(struct icx_analysis *A, const struct icx_report *const *reports, size_t n);

@@ -1,4 +1,5 @@
 /* Decoding of the NCCL records (formats 1.2-1.3, trace_format.h section 11). */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,12 +9,48 @@
  * it up to its announced size; debug lines (kind 3) come in chunks over time, kept as one text. */
 static void dump_part(struct icx_proc *p, const struct icx_rec *r, size_t size, const char *part);
 
+/* NCCL's profiler events (section 13). */
+static void decode_prof(struct icx_proc *p, const struct icx_rec *r, size_t size, int64_t ts)
+{
+    if (r->type == ICX_REC_NCCL_PCOMM && size >= sizeof(struct icx_rec_nccl_pcomm) &&
+        !icx_grow((void **)&p->pcomms, &p->cap_pcomms, p->npcomms, sizeof(*p->pcomms))) {
+        const struct icx_rec_nccl_pcomm *x = (const void *)r;
+        p->pcomms[p->npcomms++] =
+            (struct icx_rd_pcomm){r->aux,     x->nccl_comm_id, x->rank, x->nranks, x->nnodes,
+                                  x->version, x->chained,      x->mask, 0,         0};
+    } else if (r->type == ICX_REC_NCCL_PCOLL && size >= sizeof(struct icx_rec_nccl_pcoll) &&
+               !icx_grow((void **)&p->pcolls, &p->cap_pcolls, p->npcolls, sizeof(*p->pcolls))) {
+        const struct icx_rec_nccl_pcoll *x = (const void *)r;
+        struct icx_rd_pcoll *c = &p->pcolls[p->npcolls++];
+        memset(c, 0, sizeof(*c));
+        c->ctx = x->ctx;
+        c->root = x->root;
+        c->seq = x->seq;
+        c->count = x->count;
+        c->nchannels = x->nchannels;
+        c->nwarps = x->nwarps;
+        memcpy(c->func, x->func, 15); /* the 16th byte stays 0 whatever the file says */
+        memcpy(c->algo, x->algo, 15);
+        memcpy(c->proto, x->proto, 15);
+        c->ts = ts;
+        c->dur = (int64_t)x->e.dur;
+    } else if (r->type == ICX_REC_NCCL_PKCH && size >= sizeof(struct icx_rec_nccl_pkch) &&
+               !icx_grow((void **)&p->pkchs, &p->cap_pkchs, p->npkchs, sizeof(*p->pkchs))) {
+        const struct icx_rec_nccl_pkch *x = (const void *)r;
+        p->pkchs[p->npkchs++] =
+            (struct icx_rd_pkch){x->ctx, x->channel, x->seq, x->gpu_start, x->gpu_stop};
+    }
+}
+
 void icx_decode_nccl(struct icx_proc *p, const struct icx_rec *r, size_t size,
                      struct icx_decode_ctx *ctx)
 {
     int64_t ts = ctx->ts;
     uint32_t tid = ctx->tid;
-    if (r->type == ICX_REC_NCCL_DUMP) {
+    if (r->type == ICX_REC_NCCL_PCOMM || r->type == ICX_REC_NCCL_PCOLL ||
+        r->type == ICX_REC_NCCL_PKCH) {
+        decode_prof(p, r, size, ts);
+    } else if (r->type == ICX_REC_NCCL_DUMP) {
         if (size >= ICX_NCCL_DUMP_SIZE_1_2 && r->aux >= 1 && r->aux <= 3)
             dump_part(p, r, size, icx_proc_string(p, ((const struct icx_rec_nccl_dump *)r)->text));
     } else if (r->type == ICX_REC_NCCL_COMM && size >= sizeof(struct icx_rec_nccl_comm) &&
@@ -116,6 +153,99 @@ static void gpu_state(const struct icx_proc *p, struct icx_rd_ncall *c)
     }
 }
 
+/* ---- joining NCCL's profiler events to the API calls ---- */
+
+/* NCCL's name of an API collective, as its profiler descriptors carry it; NULL: not one. */
+static const char *prof_func_of(unsigned api)
+{
+    switch (api) {
+    case ICX_API_ncclAllReduce: return "AllReduce";
+    case ICX_API_ncclBroadcast:
+    case ICX_API_ncclBcast: return "Broadcast";
+    case ICX_API_ncclReduce: return "Reduce";
+    case ICX_API_ncclAllGather: return "AllGather";
+    case ICX_API_ncclReduceScatter: return "ReduceScatter";
+    case ICX_API_ncclAlltoAll: return "AllToAll";
+    case ICX_API_ncclGather: return "Gather";
+    case ICX_API_ncclScatter: return "Scatter";
+    default: return NULL;
+    }
+}
+
+struct call_key {
+    uint64_t comm, seq;
+    size_t i;
+};
+
+static int call_key_cmp(const void *a, const void *b)
+{
+    const struct call_key *x = a, *y = b;
+    if (x->comm != y->comm)
+        return x->comm < y->comm ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* The API call of handle `comm` that profiler collective c is (NCCL's seqNumber counts from 0,
+ * the tracer's from 1), or NULL. */
+static struct icx_rd_ncall *prof_call(struct icx_proc *p, const struct call_key *keys, size_t n,
+                                      uint64_t comm, const struct icx_rd_pcoll *c)
+{
+    struct call_key k = {comm, c->seq + 1, 0};
+    const struct call_key *f = bsearch(&k, keys, n, sizeof(*keys), call_key_cmp);
+    if (!f)
+        return NULL;
+    struct icx_rd_ncall *x = &p->ncalls[f->i];
+    const char *fn = prof_func_of(x->api);
+    return fn && !strcmp(fn, c->func) && x->count == c->count ? x : NULL;
+}
+
+/* Each profiler context is the API communicator of the same rank and size whose calls its
+ * collectives match best (function, count, sequence number): NCCL's commId is its own hash, not
+ * the tracer's id, and a process may hold several communicators of one shape. */
+static void prof_join(struct icx_proc *p)
+{
+    for (size_t i = 0; i < p->npcolls; i++)
+        p->pcolls[i].t = icx_proc_seconds(p, p->pcolls[i].ts);
+    if (!p->npcomms || !p->nncalls)
+        return;
+    struct call_key *keys = malloc(sizeof(*keys) * p->nncalls);
+    if (!keys)
+        return; /* unjoined: reported without the API's bytes */
+    size_t n = 0;
+    for (size_t i = 0; i < p->nncalls; i++)
+        if (!p->ncalls[i].pending && prof_func_of(p->ncalls[i].api))
+            keys[n++] = (struct call_key){p->ncalls[i].comm, p->ncalls[i].seq, i};
+    qsort(keys, n, sizeof(*keys), call_key_cmp);
+    for (size_t k = 0; k < p->npcomms; k++) {
+        struct icx_rd_pcomm *pc = &p->pcomms[k];
+        size_t best = SIZE_MAX, best_score = 0;
+        for (size_t m = 0; m < p->nncomms; m++) {
+            const struct icx_rd_ncomm *cm = &p->ncomms[m];
+            if (!cm->comm || cm->rank != pc->rank || cm->nranks != pc->nranks)
+                continue;
+            size_t score = 0;
+            for (size_t i = 0; i < p->npcolls; i++)
+                score += p->pcolls[i].ctx == pc->ctx &&
+                         prof_call(p, keys, n, cm->comm, &p->pcolls[i]) != NULL;
+            if (score > best_score) {
+                best_score = score;
+                best = m;
+            }
+        }
+        if (best == SIZE_MAX)
+            continue;
+        pc->comm = p->ncomms[best].comm;
+        pc->comm_id = p->ncomms[best].comm_id;
+        for (size_t i = 0; i < p->npcolls; i++) {
+            struct icx_rd_ncall *x =
+                p->pcolls[i].ctx == pc->ctx ? prof_call(p, keys, n, pc->comm, &p->pcolls[i]) : NULL;
+            if (x)
+                p->pcolls[i].bytes = x->bytes;
+        }
+    }
+    free(keys);
+}
+
 void icx_decode_nccl_finish(struct icx_proc *p)
 {
     for (size_t i = 0; i < p->nncomms; i++)
@@ -146,4 +276,5 @@ void icx_decode_nccl_finish(struct icx_proc *p)
         gpu_state(p, c);
     }
     free(g);
+    prof_join(p);
 }

@@ -250,6 +250,9 @@ void icx_trace_free(struct icx_trace *t)
         free(p->vwc_errs);
         free(p->ncomms);
         free(p->ncalls);
+        free(p->pcomms);
+        free(p->pcolls);
+        free(p->pkchs);
         for (size_t k = 0; k < p->ndumps; k++)
             free(p->dumps[k].text);
         free(p->dumps);

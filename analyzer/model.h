@@ -193,6 +193,29 @@ enum icx_gpu_state {
     ICX_GPU_UNKNOWN, /* timed, but no span in the trace (it ended without a final flush) */
 };
 
+/* NCCL's profiler events (format 1.6) */
+struct icx_rd_pcomm {
+    uint32_t ctx;
+    uint64_t nccl_comm_id;
+    int rank, nranks, nnodes, version, chained;
+    uint32_t mask;
+    uint64_t comm, comm_id; /* the API communicator it was joined to (handle, id); 0: none */
+};
+struct icx_rd_pcoll {
+    uint32_t ctx;
+    int root;
+    uint64_t seq, count, bytes; /* bytes: the joined API call's (0: not joined) */
+    uint8_t nchannels, nwarps;
+    char func[16], algo[16], proto[16];
+    int64_t ts, dur; /* ticks while reading */
+    double t;        /* monotonic s */
+};
+struct icx_rd_pkch {
+    uint32_t ctx;
+    uint8_t channel;
+    uint64_t seq, gpu_start, gpu_stop;
+};
+
 struct icx_rd_dump {
     int kind;         /* 1 topology XML, 2 graph XML, 3 NCCL_DEBUG transport lines (all chunks) */
     uint64_t comm_id; /* the communicator whose creation wrote it (0: unknown, format 1.2) */
@@ -269,6 +292,12 @@ struct icx_proc {
     size_t nncalls, cap_ncalls;
     struct icx_rd_dump *dumps; /* what NCCL wrote about itself, in trace order */
     size_t ndumps, cap_dumps;
+    struct icx_rd_pcomm *pcomms; /* what NCCL told the tracer as its profiler plugin */
+    size_t npcomms, cap_pcomms;
+    struct icx_rd_pcoll *pcolls;
+    size_t npcolls, cap_pcolls;
+    struct icx_rd_pkch *pkchs;
+    size_t npkchs, cap_pkchs;
     struct icx_rd_hdump *hdumps; /* hang dumps, in trace order */
     size_t nhdumps, cap_hdumps;
     struct icx_rd_tstate *tstates;

@@ -5,9 +5,9 @@
 #define ICX_ANALYZE_VERSION "0.1.0"
 
 const struct icx_report *const icx_reports[] = {
-    &icx_report_summary, &icx_report_links,    &icx_report_topo, &icx_report_counters,
-    &icx_report_numa,    &icx_report_verbs,    &icx_report_nccl, &icx_report_nccl_errors,
-    &icx_report_hang,    &icx_report_findings,
+    &icx_report_summary,     &icx_report_links, &icx_report_topo,     &icx_report_counters,
+    &icx_report_numa,        &icx_report_verbs, &icx_report_nccl,     &icx_report_nccl_errors,
+    &icx_report_nccl_plugin, &icx_report_hang,  &icx_report_findings,
 };
 const size_t icx_nreports = sizeof(icx_reports) / sizeof(icx_reports[0]);
 

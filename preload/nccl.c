@@ -22,6 +22,7 @@
 #include "nccl_coll.h"
 #include "nccl_comm.h"
 #include "nccl_dump.h"
+#include "nccl_prof.h"
 #include "nccl_real.h"
 #include "resolve.h"
 #include "tbuf.h"
@@ -448,6 +449,8 @@ static void *icx_nccl_dl_wrap(const char *name, const char *version, void *handl
     };
     if (version || !atomic_load_explicit(&icx_active, memory_order_relaxed))
         return NULL; /* NCCL's symbols are not versioned */
+    if (strncmp(name, "ncclProfiler_v", 14) == 0)
+        return icx_nprof_dl_wrap(name, handle); /* NCCL looking up a profiler plugin */
     for (size_t i = 0; i < sizeof(w) / sizeof(w[0]); i++)
         if (strcmp(name, w[i].name) == 0) {
             void *p = icx_dlsym_real(handle, name);
@@ -485,6 +488,7 @@ static void icx_nccl_fork_child(void)
 
 const struct icx_module icx_mod_nccl = {
     .name = "nccl",
+    .init = icx_nprof_setup,
     .tick = icx_nccl_tick,
     .dl_prefix = "nccl",
     .dl_wrap = icx_nccl_dl_wrap,

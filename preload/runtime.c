@@ -119,6 +119,7 @@ void icx_config_load(void)
     icx_cfg.follow_fork = (int)icx_env_long("ICX_FOLLOW_FORK", 0, 0, 1);
     icx_cfg.sample_ms = (unsigned)icx_env_long("ICX_SAMPLE_MS", 100, 0, 3600000);
     icx_cfg.verbs_events = (int)icx_env_long("ICX_VERBS_EVENTS", 0, 0, 1);
+    icx_cfg.nccl_profiler = (int)icx_env_long("ICX_NCCL_PROFILER", 1, 0, 1);
     const char *mode = secure_getenv("ICX_MODE");
     char *mend = NULL;
     long m = mode && *mode ? strtol(mode, &mend, 8) : 0600;

@@ -39,6 +39,7 @@ struct icx_config {
     int follow_fork;        /* ICX_FOLLOW_FORK */
     unsigned sample_ms;     /* ICX_SAMPLE_MS: hardware counters every this many ms; 0 off */
     int verbs_events;       /* ICX_VERBS_EVENTS: a record per work request instead of aggregates */
+    int nccl_profiler;      /* ICX_NCCL_PROFILER: be NCCL's profiler plugin (nccl_prof.c) */
     long hang_s;            /* ICX_HANG_S: watchdog threshold in s; -1 auto, 0 off (hang.c) */
     char dump_path[1024];   /* ICX_DUMP: a file whose touch asks for a dump ("" none) */
     unsigned file_mode;     /* ICX_MODE: the trace files' permissions (octal, default 0600) */

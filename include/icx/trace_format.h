@@ -106,11 +106,24 @@
  *    PY_STACKS (aux = episode) carries CPython's faulthandler text of every Python thread, in
  * string parts of at most 60000 bytes.
  *
+ * 13. NCCL's own view (1.6): what NCCL tells its profiler plugin (the tracer is one: docs/NCCL.md).
+ *    NCCL_PCOMM (aux = context id, from 1 per stream) is one communicator as NCCL gave it to the
+ * plugin's init: NCCL's commId (the same on every rank), rank, nranks, nodes, the interface
+ *    version NCCL used (4, 5, 6), whether a plugin of the user's is chained behind the tracer's,
+ * and the activation mask returned.  NCCL_PCOLL (api ncclProfiler; ts = its start, dur = to its
+ *    stop, which means "enqueued") is one collective NCCL launched on context ctx: NCCL's
+ * seqNumber (per communicator, from 0: the API's NCCL_CALL seq minus one when the tracer saw every
+ *    call), count, root, channels, warps, and the function, algorithm and protocol NCCL chose, as
+ * NCCL names them (NUL-padded).  NCCL_PKCH (ts = when it stopped) is one kernel channel of such a
+ *    collective (its seq): start and stop of the GPU's globaltimer, ns of the GPU's own clock
+ * (durations only; stop 0: NCCL gave none).
+ *
  * Version history: 1.0; 1.1 adds records 15-22 and 35-37, the DEVICE field local_cpus, and the
  *    event flag ICX_EVF_D2H (readers of 1.0 skip all of them by size); 1.2 adds 23-26 and 38-44;
  *    1.3 adds NCCL_CALL gpu_id (record 88 bytes; 80 in 1.2), NCCL_DUMP comm_id (32; 24 in 1.2)
  *    and GPU_SPAN flags; 1.4 adds read_end_ns to NVLINK_COUNTERS (48 bytes; 40 before) and
- *    IB_COUNTERS (56; 48 before); 1.5 adds 27-29 (hang dumps). */
+ *    IB_COUNTERS (56; 48 before); 1.5 adds 27-29 (hang dumps); 1.6 adds 30, 45, 46 (NCCL's
+ *    profiler events). */
 #ifndef ICX_TRACE_FORMAT_H
 #define ICX_TRACE_FORMAT_H
 
@@ -119,7 +132,7 @@
 #define ICX_MAGIC 0x31584349u /* "ICX1" */
 #define ICX_MAGIC_SWAPPED 0x49435831u
 #define ICX_VERSION_MAJOR 1
-#define ICX_VERSION_MINOR 5
+#define ICX_VERSION_MINOR 6
 #define ICX_OLDEST_MAJOR 1
 #define ICX_OLDEST_MINOR 0
 
@@ -602,5 +615,37 @@ struct icx_rec_nccl_call { /* EVENT, api = the call */
 };
 _Static_assert(sizeof(struct icx_rec_nccl_call) == 88, "icx_rec_nccl_call");
 #define ICX_NCCL_CALL_SIZE_1_2 80
+
+struct icx_rec_nccl_pcomm { /* META, aux = context id */
+    struct icx_rec h;
+    uint64_t nccl_comm_id; /* commId / commHash, as NCCL gave it: the same on every rank */
+    int32_t rank, nranks, nnodes;
+    uint8_t version; /* the plugin interface version NCCL used */
+    uint8_t chained; /* 1: the user's plugin (NCCL_PROFILER_PLUGIN) is chained behind */
+    uint16_t pad;
+    uint32_t mask; /* activation mask returned to NCCL (ours and the chained plugin's) */
+    uint32_t pad2;
+};
+_Static_assert(sizeof(struct icx_rec_nccl_pcomm) == 40, "icx_rec_nccl_pcomm");
+
+struct icx_rec_nccl_pcoll { /* EVENT, api = ncclProfiler */
+    struct icx_rec_event e;
+    uint32_t ctx; /* NCCL_PCOMM's aux */
+    int32_t root;
+    uint64_t seq; /* NCCL's seqNumber */
+    uint64_t count;
+    uint8_t nchannels, nwarps, pad[6];
+    char func[16], algo[16], proto[16]; /* NUL-padded, truncated at 15 */
+};
+_Static_assert(sizeof(struct icx_rec_nccl_pcoll) == 104, "icx_rec_nccl_pcoll");
+
+struct icx_rec_nccl_pkch { /* EVENT, api = ncclProfiler */
+    struct icx_rec_event e;
+    uint32_t ctx;
+    uint8_t channel, pad[3];
+    uint64_t seq;                 /* the collective's */
+    uint64_t gpu_start, gpu_stop; /* GPU globaltimer ns; gpu_stop 0: none */
+};
+_Static_assert(sizeof(struct icx_rec_nccl_pkch) == 56, "icx_rec_nccl_pkch");
 
 #endif

@@ -184,6 +184,112 @@ def test_nccl_abort_mid_collective():
     check(seen[0] == seen[1], "watchdog lines untraced %s, traced %s" % tuple(seen))
 
 
+def nprof_truth(tmp):
+    """The simulated NCCL's own record of what it launched ($ICXSIM_NPROF_TRUTH): {NCCL commId:
+    {(algorithm, protocol): [collectives, kernel channels]}}, summed over the ranks."""
+    out = {}
+    for f in os.listdir(tmp):
+        if f.startswith("nprof-truth."):
+            for line in open(os.path.join(tmp, f)):
+                cid, algo, proto, n, ch = line.split()
+                w = out.setdefault(cid, {}).setdefault((algo, proto), [0, 0])
+                w[0] += int(n)
+                w[1] += int(ch)
+    return out
+
+
+def api_collectives(comm):
+    """(calls, bytes) of a communicator's collectives in the API report (send/recv left out)."""
+    ops = [o for o in comm["ops"] if o["op"] not in ("Send", "Recv")]
+    return sum(o["calls"] for o in ops), sum(o["bytes"] for o in ops)
+
+
+def test_nccl_profiler_plugin():
+    """libicxtrace.so as NCCL's profiler plugin, found as NCCL finds one: the tracer sets
+    NCCL_PROFILER_PLUGIN=STATIC_PLUGIN, the simulated NCCL dlopen(NULL)s and looks up
+    ncclProfiler_v5, then _v4 (as 2.28 does; with ICXSIM_NCCL_PROFILER_MAX=6 _v6 first, as 2.29;
+    =4: _v4 only).  For each interface version: per communicator, the algorithms and protocols of
+    the collectives NCCL launched equal the simulated NCCL's own record of its choices, exactly
+    (collectives and kernel channels per choice, summed over the ranks); every rank seen; every
+    collective joined to its API call, the bytes per choice adding up to the API's.  With
+    ICX_NCCL_PROFILER=0: no plugin events, and calls and bytes per communicator and op as with it."""
+    api = {}
+    for version, extra in ((5, {}), (4, {"ICXSIM_NCCL_PROFILER_MAX": 4}),
+                           (6, {"ICXSIM_NCCL_PROFILER_MAX": 6}), (0, {"ICX_NCCL_PROFILER": 0})):
+        with tempfile.TemporaryDirectory() as tmp:
+            doc, _ = job(tmp, ICXSIM_NPROF_TRUTH=os.path.join(tmp, "nprof-truth"), **extra)
+            truth = nprof_truth(tmp)
+            api[version] = sorted((c["nranks"], o["op"], o["calls"], o["bytes"])
+                                  for c in doc["collectives"] for o in c["ops"])
+            plugin = {p["comm_id"]: p for p in doc["nccl_plugin"]}
+            if version == 0:
+                check(plugin == {}, "plugin off, yet: %s" % list(plugin))
+                check(len(truth) == 3, "truth %s" % truth)  # NCCL ran just the same
+                continue
+            check(len(plugin) == 3 and len(doc["collectives"]) == 3,
+                  "v%d: plugin communicators %s" % (version, list(plugin)))
+            for c in doc["collectives"]:
+                p = plugin.get(c["comm_id"])
+                check(p is not None, "v%d: no plugin view of %s" % (version, c["comm_id"]))
+                calls, nbytes = api_collectives(c)
+                want = truth.get(p["nccl_comm_id"], {})
+                got = {(a["algorithm"], a["protocol"]): a["collectives"] for a in p["algorithms"]}
+                check(p["interface_version"] == version and not p["chained"] and
+                      p["ranks_seen"] == p["nranks"] == c["nranks"],
+                      "v%d %s: %s" % (version, c["comm_id"], p))
+                check(got == {k: v[0] for k, v in want.items()},
+                      "v%d %s: choices %s, NCCL's record %s" % (version, c["comm_id"], got, want))
+                check(p["collectives"] == p["joined_to_calls"] == calls and
+                      sum(a["bytes"] for a in p["algorithms"]) == nbytes,
+                      "v%d %s: %d collectives (%d joined), API %d calls %d bytes, plugin %s" % (
+                          version, c["comm_id"], p["collectives"], p["joined_to_calls"], calls,
+                          nbytes, p["algorithms"]))
+                check(p["kernel_channels"] == sum(v[1] for v in want.values()) and
+                      len(p["channels"]) == 8 and
+                      all(ch["kernels"] == calls for ch in p["channels"]),
+                      "v%d %s: kernel channels %d, NCCL's %d: %s" % (
+                          version, c["comm_id"], p["kernel_channels"],
+                          sum(v[1] for v in want.values()), p["channels"]))
+    check(api[0] == api[5] == api[4] == api[6], "API results differ with the plugin: %s" % api)
+
+
+def test_nccl_profiler_chained():
+    """A user's own profiler plugin named in NCCL_PROFILER_PLUGIN (tests/nccl/count_plugin.c,
+    which counts what it is given) keeps working beside the tracer's: the environment is left as
+    the user set it, NCCL's lookup of the user's table (dlsym) returns the tracer's, which forwards
+    every call.  The user's plugin counts, per communicator, exactly the collectives and kernel
+    channels the tracer recorded, and the same as without the tracer; every kernel channel's
+    parent is a handle of its own (the tracer translates parents); the report says chained."""
+    lib = os.path.join(BUILD, "tests", "nccl", "libcount_plugin.so")
+    counts = {}
+    for trace in (True, False):
+        with tempfile.TemporaryDirectory() as tmp:
+            doc, _ = job(tmp, trace, NCCL_PROFILER_PLUGIN=lib,
+                         COUNT_PLUGIN_OUT=os.path.join(tmp, "count"))
+            per = {}
+            for f in os.listdir(tmp):
+                if f.startswith("count."):
+                    for line in open(os.path.join(tmp, f)):
+                        w = line.split()
+                        check(w[1] == "5" and w[7] == "0" and w[9] == "0", "plugin line %r" % line)
+                        v = per.setdefault(w[0], [0, 0, 0])
+                        v[0] += 1
+                        v[1] += int(w[3])
+                        v[2] += int(w[5])
+            check(sorted(v[0] for v in per.values()) == [8, 8, 16],
+                  "user plugin's finalize lines per communicator: %s" % per)
+            counts[trace] = sorted(tuple(v) for v in per.values())
+            if trace:
+                for p in doc["nccl_plugin"]:
+                    u = per.get(p["nccl_comm_id"])
+                    check(p["chained"] and u == [p["ranks_seen"], p["collectives"],
+                                                 p["kernel_channels"]],
+                          "%s: tracer %s, user's plugin %s" % (p["comm_id"], p, u))
+                check(len(doc["nccl_plugin"]) == 3, "plugin view %s" % doc["nccl_plugin"])
+    check(counts[True] == counts[False], "user's plugin with the tracer %s, without %s" % (
+        counts[True], counts[False]))
+
+
 def test_nccl_exact_and_busbw():
     """Calls and bytes per communicator and op equal the ranks' truth; bus bandwidth within 5 % of
     the link model (the NICs' rate across nodes, NVSwitch inside one); no findings."""

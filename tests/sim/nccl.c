@@ -57,6 +57,8 @@ struct op {
     ncclComm_t comm;
     cudaStream_t stream;
     int bootstrap; /* the library's own exchange (split): over the bootstrap, not the network */
+    void *prof;    /* its profiler plugin collective event (nccl_prof.c), NULL: none */
+    int prof_channels;
 };
 
 struct batch { /* what one host function runs: a call, or a group */
@@ -168,17 +170,6 @@ static void average(void *out, size_t n, ncclDataType_t t, int nranks)
             ((int64_t *)out)[i] /= nranks;
     }
 }
-
-enum {
-    C_ALLREDUCE,
-    C_BROADCAST,
-    C_REDUCE,
-    C_ALLGATHER,
-    C_REDUCESCATTER,
-    C_ALLTOALL,
-    C_GATHER,
-    C_SCATTER
-};
 
 /* nccl-tests' bus bytes of one collective whose per-rank size is `bytes` (gathers and scatters:
  * one rank's share): what each rank of a ring sends to the next. */
@@ -344,6 +335,7 @@ static ncclResult_t run_coll(const struct op *o)
     if (rc == ncclSuccess && !o->bootstrap)
         nvlink_ring(c, bus_bytes(o->coll, R, b));
     wait_until(start + model_ns(c, o->coll, b, 0));
+    sim_nprof_kernel(c, o->prof, o->prof_channels, start, start + model_ns(c, o->coll, b, 0));
     if (sim_barrier(c)) /* nobody refills a slot before everyone has read it */
         return ncclInternalError;
     return rc;
@@ -466,6 +458,19 @@ static ncclResult_t enqueue_batch(const struct op *ops, size_t n)
         return ncclSystemError;
     b->n = n;
     memcpy(b->op, ops, n * sizeof(struct op));
+    /* The profiler plugin's collective events, as NCCL starts and stops them at the launch: the
+     * algorithm and protocol chosen, numbered per communicator in launch order. */
+    for (size_t i = 0; i < n; i++) {
+        struct op *o = &b->op[i];
+        if (o->kind != 0 || o->bootstrap)
+            continue;
+        struct sim_nprof_choice ch;
+        int local = o->comm->nranks / (o->comm->nodes > 0 ? o->comm->nodes : 1);
+        sim_nprof_choose(o->coll, (uint64_t)o->count * dt_size(o->dt), o->comm->nranks, local, &ch);
+        o->prof = sim_nprof_coll(o->comm, o->comm->coll_seq++, o->coll, o->sb, o->rb, o->count,
+                                 o->dt, o->root, &ch);
+        o->prof_channels = ch.channels;
+    }
     for (size_t i = 0; i < n; i++)
         atomic_fetch_add(&ops[i].comm->inflight, 1);
     if (cudaLaunchHostFunc(ops[0].stream, run_batch, b) != cudaSuccess) {
@@ -678,6 +683,7 @@ static ncclResult_t comm_join(struct ncclComm *c, int nranks, uint64_t id, int r
     sim_ib_setup(c);
     write_dumps(c);
     debug_lines(c);
+    sim_nprof_comm_init(c);
     return ncclSuccess;
 }
 
@@ -763,7 +769,7 @@ SIM_EXPORT ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, nccl
     drain(comm);
     /* Everyone publishes (color, key) through the collective slots, then picks its group. */
     int mine[2] = {color, key};
-    struct op o = {0, C_ALLGATHER, mine, NULL, 2, ncclInt32, ncclSum, 0, comm, NULL, 1};
+    struct op o = {0, C_ALLGATHER, mine, NULL, 2, ncclInt32, ncclSum, 0, comm, NULL, 1, NULL, 0};
     int *all = calloc((size_t)comm->nranks, sizeof(mine));
     if (!all)
         return ncclSystemError;
@@ -795,6 +801,7 @@ static void comm_close(ncclComm_t c)
     if (!c)
         return;
     drain(c);
+    sim_nprof_comm_fini(c);
     sim_ib_teardown(c);
     munmap(c->s, c->map_bytes);
     shm_unlink(c->name); /* the last reference keeps it for the others */
@@ -825,6 +832,7 @@ SIM_EXPORT ncclResult_t pncclCommAbort(ncclComm_t c)
     unsigned spins = 0;
     while (atomic_load(&c->running) > 0) /* not drain(): work queued behind another */
         pause_briefly(&spins);           /* communicator's on its stream may never start */
+    sim_nprof_comm_fini(c);
     sim_ib_teardown(c);
     munmap(c->s, c->map_bytes);
     shm_unlink(c->name);
@@ -863,13 +871,13 @@ SIM_EXPORT const char *pncclGetErrorString(ncclResult_t r)
 SIM_EXPORT ncclResult_t pncclAllReduce(const void *sb, void *rb, size_t count, ncclDataType_t dt,
                                        ncclRedOp_t op, ncclComm_t comm, cudaStream_t s)
 {
-    struct op o = {0, C_ALLREDUCE, sb, rb, count, dt, op, 0, comm, s, 0};
+    struct op o = {0, C_ALLREDUCE, sb, rb, count, dt, op, 0, comm, s, 0, NULL, 0};
     return submit(&o);
 }
 SIM_EXPORT ncclResult_t pncclBroadcast(const void *sb, void *rb, size_t count, ncclDataType_t dt,
                                        int root, ncclComm_t comm, cudaStream_t s)
 {
-    struct op o = {0, C_BROADCAST, sb, rb, count, dt, ncclSum, root, comm, s, 0};
+    struct op o = {0, C_BROADCAST, sb, rb, count, dt, ncclSum, root, comm, s, 0, NULL, 0};
     return submit(&o);
 }
 /* In place, through the public entry point, as real NCCL does. */
@@ -881,50 +889,50 @@ SIM_EXPORT ncclResult_t pncclBcast(void *buff, size_t count, ncclDataType_t dt, 
 SIM_EXPORT ncclResult_t pncclReduce(const void *sb, void *rb, size_t count, ncclDataType_t dt,
                                     ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t s)
 {
-    struct op o = {0, C_REDUCE, sb, rb, count, dt, op, root, comm, s, 0};
+    struct op o = {0, C_REDUCE, sb, rb, count, dt, op, root, comm, s, 0, NULL, 0};
     return submit(&o);
 }
 SIM_EXPORT ncclResult_t pncclAllGather(const void *sb, void *rb, size_t count, ncclDataType_t dt,
                                        ncclComm_t comm, cudaStream_t s)
 {
-    struct op o = {0, C_ALLGATHER, sb, rb, count, dt, ncclSum, 0, comm, s, 0};
+    struct op o = {0, C_ALLGATHER, sb, rb, count, dt, ncclSum, 0, comm, s, 0, NULL, 0};
     return submit(&o);
 }
 SIM_EXPORT ncclResult_t pncclReduceScatter(const void *sb, void *rb, size_t count,
                                            ncclDataType_t dt, ncclRedOp_t op, ncclComm_t comm,
                                            cudaStream_t s)
 {
-    struct op o = {0, C_REDUCESCATTER, sb, rb, count, dt, op, 0, comm, s, 0};
+    struct op o = {0, C_REDUCESCATTER, sb, rb, count, dt, op, 0, comm, s, 0, NULL, 0};
     return submit(&o);
 }
 SIM_EXPORT ncclResult_t pncclAlltoAll(const void *sb, void *rb, size_t count, ncclDataType_t dt,
                                       ncclComm_t comm, cudaStream_t s)
 {
-    struct op o = {0, C_ALLTOALL, sb, rb, count, dt, ncclSum, 0, comm, s, 0};
+    struct op o = {0, C_ALLTOALL, sb, rb, count, dt, ncclSum, 0, comm, s, 0, NULL, 0};
     return submit(&o);
 }
 SIM_EXPORT ncclResult_t pncclGather(const void *sb, void *rb, size_t count, ncclDataType_t dt,
                                     int root, ncclComm_t comm, cudaStream_t s)
 {
-    struct op o = {0, C_GATHER, sb, rb, count, dt, ncclSum, root, comm, s, 0};
+    struct op o = {0, C_GATHER, sb, rb, count, dt, ncclSum, root, comm, s, 0, NULL, 0};
     return submit(&o);
 }
 SIM_EXPORT ncclResult_t pncclScatter(const void *sb, void *rb, size_t count, ncclDataType_t dt,
                                      int root, ncclComm_t comm, cudaStream_t s)
 {
-    struct op o = {0, C_SCATTER, sb, rb, count, dt, ncclSum, root, comm, s, 0};
+    struct op o = {0, C_SCATTER, sb, rb, count, dt, ncclSum, root, comm, s, 0, NULL, 0};
     return submit(&o);
 }
 SIM_EXPORT ncclResult_t pncclSend(const void *sb, size_t count, ncclDataType_t dt, int peer,
                                   ncclComm_t comm, cudaStream_t s)
 {
-    struct op o = {1, 0, sb, NULL, count, dt, ncclSum, peer, comm, s, 0};
+    struct op o = {1, 0, sb, NULL, count, dt, ncclSum, peer, comm, s, 0, NULL, 0};
     return submit(&o);
 }
 SIM_EXPORT ncclResult_t pncclRecv(void *rb, size_t count, ncclDataType_t dt, int peer,
                                   ncclComm_t comm, cudaStream_t s)
 {
-    struct op o = {2, 0, NULL, rb, count, dt, ncclSum, peer, comm, s, 0};
+    struct op o = {2, 0, NULL, rb, count, dt, ncclSum, peer, comm, s, 0, NULL, 0};
     return submit(&o);
 }
 

@@ -11,6 +11,17 @@
 
 #define MAXR 64
 
+enum {
+    C_ALLREDUCE,
+    C_BROADCAST,
+    C_REDUCE,
+    C_ALLGATHER,
+    C_REDUCESCATTER,
+    C_ALLTOALL,
+    C_GATHER,
+    C_SCATTER
+};
+
 /* One end of a cross-node connection, published through the shared segment. */
 struct ib_end {
     uint32_t qpn, rkey;
@@ -64,6 +75,13 @@ struct ncclComm {
     _Atomic int aborted;  /* ncclCommAbort: every wait gives up, queued work is skipped */
     _Atomic ncclResult_t async_error; /* first error found while running */
     struct ib_comm ib;
+    uint64_t coll_seq; /* collectives launched: the profiler's sequence numbers */
+    void *prof_ctx;    /* the profiler plugin's context for it, and what it asked for */
+    int prof_mask;
+    struct { /* ground truth of what it launched, by choice ($ICXSIM_NPROF_TRUTH) */
+        const char *algo, *proto;
+        uint64_t colls, channels;
+    } chose[8];
 };
 
 /* Wait for every rank: 0, or -1 when this rank's communicator was aborted meanwhile (its count
@@ -77,5 +95,23 @@ void sim_ib_teardown(ncclComm_t c);
  * completion; wait for one message from `peer`.  0, or an NCCL error. */
 ncclResult_t sim_ib_send(ncclComm_t c, int peer, uint64_t bytes);
 ncclResult_t sim_ib_wait(ncclComm_t c, int peer);
+
+/* The profiler plugin host (nccl_prof.c). */
+struct sim_nprof_choice {
+    const char *algo, *proto;
+    int channels, warps;
+};
+/* After joining: load the plugin (once per process) and init it for c.  At destroy or abort: its
+ * finalize. */
+void sim_nprof_comm_init(ncclComm_t c);
+void sim_nprof_comm_fini(ncclComm_t c);
+/* What the library "chooses" for a collective of `bytes` per rank (`local` ranks per node). */
+void sim_nprof_choose(int coll, uint64_t bytes, int nranks, int local,
+                      struct sim_nprof_choice *out);
+/* A collective launched: its event (started and stopped), the handle for its children, or NULL. */
+void *sim_nprof_coll(ncclComm_t c, uint64_t seq, int coll, const void *sb, void *rb, size_t count,
+                     ncclDataType_t dt, int root, const struct sim_nprof_choice *ch);
+/* Its work ran from start_ns to end_ns (CLOCK_MONOTONIC): one kernel-channel event per channel. */
+void sim_nprof_kernel(ncclComm_t c, void *coll, int channels, uint64_t start_ns, uint64_t end_ns);
 
 #endif
