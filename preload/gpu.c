@@ -84,6 +84,11 @@ struct icx_pool {
 };
 static struct icx_pool icx_pools[ICX_MAX_DEV];
 static cudaEvent_t icx_pool_ev[ICX_MAX_DEV][ICX_POOL_MAX];
+/* Some device's pool ran dry at its cap: calls go untimed at once (no lock) and the writer has
+ * been woken to poll its pending events back (icx_gpu_pending), which clears it.  icx_gpu_low:
+ * a pool nearly empty with most of its cap made -- the writer is woken to poll before it runs
+ * dry (between a job's bursts, not at its next flush). */
+static _Atomic int icx_gpu_dry, icx_gpu_low;
 
 /* Each thread keeps a few pairs of its last device's events, taken from the pool ICX_TCACHE
  * pairs under one lock: a timed call then takes none (the lock pair was half of its GPU-timing
@@ -108,6 +113,8 @@ static void icx_pool_put(int dev, cudaEvent_t a, cudaEvent_t b)
     p->ev[p->n++] = a; /* room: n <= made <= ICX_POOL_MAX */
     p->ev[p->n++] = b;
     pthread_mutex_unlock(&p->lock);
+    if (atomic_load_explicit(&icx_gpu_dry, memory_order_relaxed))
+        atomic_store_explicit(&icx_gpu_dry, 0, memory_order_relaxed);
 }
 
 /* The thread's cache goes back to its device's pool (a switch of device). */
@@ -133,8 +140,11 @@ static int icx_pool_make(int dev, cudaEvent_t *a, cudaEvent_t *b)
     if (room)
         p->made += 2;
     pthread_mutex_unlock(&p->lock);
-    if (!room)
+    if (!room) { /* the writer polls its pending events back at once, not at its next flush */
+        if (!atomic_exchange_explicit(&icx_gpu_dry, 1, memory_order_relaxed))
+            icx_writer_wake_pressure();
         return 0;
+    }
     icx_real_cudaEventCreateWithFlags_t create = ICX_REAL(cudaEventCreateWithFlags);
     icx_real_cudaSetDevice_t set = ICX_REAL(cudaSetDevice);
     int cur = icx_current_device();
@@ -158,6 +168,8 @@ static int icx_pool_get(int dev, cudaEvent_t *a, cudaEvent_t *b)
         *b = icx_tc_ev[--icx_tc_n];
         return 1;
     }
+    if (atomic_load_explicit(&icx_gpu_dry, memory_order_relaxed))
+        return 0; /* counted by the caller; the writer is refilling */
     icx_tc_flush();
     icx_tc_dev = dev;
     struct icx_pool *p = &icx_pools[dev];
@@ -166,7 +178,10 @@ static int icx_pool_get(int dev, cudaEvent_t *a, cudaEvent_t *b)
         icx_tc_ev[icx_tc_n++] = p->ev[--p->n];
         icx_tc_ev[icx_tc_n++] = p->ev[--p->n];
     }
+    int low = p->n < ICX_POOL_MAX / 4 && p->made > ICX_POOL_MAX / 4 * 3;
     pthread_mutex_unlock(&p->lock);
+    if (low && !atomic_exchange_explicit(&icx_gpu_low, 1, memory_order_relaxed))
+        icx_writer_wake_pressure();
     if (icx_tc_n >= 2) {
         *a = icx_tc_ev[--icx_tc_n];
         *b = icx_tc_ev[--icx_tc_n];
@@ -460,6 +475,21 @@ static void icx_write_unfinished(struct icx_frame *f)
     icx_pend_n = 0; /* the events stay with the device: it may still be using them */
 }
 
+/* After every drain of the rings, a flush's or a ring's pressure's: when a pool runs low or ran
+ * dry, or many spans wait, poll now -- the events come back while a fast job still runs, not at
+ * the next flush. */
+static void icx_gpu_drain_end(struct icx_frame *f)
+{
+    if (icx_pend_n &&
+        (atomic_load_explicit(&icx_gpu_dry, memory_order_relaxed) ||
+         atomic_load_explicit(&icx_gpu_low, memory_order_relaxed) ||
+         icx_pend_n >= ICX_POOL_MAX / 8) &&
+        icx_writer_cuda_init()) {
+        atomic_store_explicit(&icx_gpu_low, 0, memory_order_relaxed);
+        icx_poll_pending(f);
+    }
+}
+
 static void icx_gpu_tick(struct icx_frame *f, enum icx_tick_kind kind)
 {
     if (icx_pend_n && icx_writer_cuda_init()) {
@@ -505,6 +535,7 @@ const struct icx_module icx_mod_gpu = {
     .init = icx_gpu_init,
     .ring_type = ICX_RING_GPU_PENDING,
     .ring_record = icx_gpu_pending,
+    .drain_end = icx_gpu_drain_end,
     .tick = icx_gpu_tick,
     .fork_prepare = icx_gpu_fork_prepare,
     .fork_parent = icx_gpu_fork_parent,

@@ -35,6 +35,9 @@ struct icx_module {
     /* Writer: a ring-internal record of type ring_type (>= ICX_RING_TYPE_MIN) this module wrote. */
     uint16_t ring_type;
     void (*ring_record)(struct icx_frame *f, const struct icx_rec *r);
+    /* Writer: after every ring was drained, by a flush or at once because a ring passed half
+     * full (or a module woke the writer for it): cheap catch-up work (gpu: poll events back). */
+    void (*drain_end)(struct icx_frame *f);
     /* Writer: every EVENT record as it is drained into the frame (already copied there). */
     void (*drained)(struct icx_frame *f, const struct icx_rec *r);
     /* Writer, each flush, after the rings: the module's own records. */

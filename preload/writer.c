@@ -347,6 +347,9 @@ static void icx_drain_rings(void)
 {
     struct icx_drain d = {.f = &icx_cur};
     icx_tbuf_drain_all(icx_drain_one, &d);
+    for (size_t m = 0; m < icx_nmods; m++)
+        if (icx_mods[m]->drain_end)
+            icx_mods[m]->drain_end(&icx_cur);
 }
 
 static void icx_tick(enum icx_tick_kind kind)

@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -923,12 +924,27 @@ SIM_API cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMo
 
 /* ---- events ---- */
 
+/* Events ever created, for tests that bound a tracer's use ($ICXSIM_EVENTS_OUT: written at exit,
+ * "created N"). */
+static _Atomic unsigned long events_created;
+
+__attribute__((destructor)) static void events_report(void)
+{
+    const char *out = getenv("ICXSIM_EVENTS_OUT");
+    FILE *f = out ? fopen(out, "w") : NULL;
+    if (f) {
+        fprintf(f, "created %lu\n", (unsigned long)atomic_load(&events_created));
+        fclose(f);
+    }
+}
+
 SIM_API cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags)
 {
     SIM_ENTER();
     struct sim_event *ev = calloc(1, sizeof(*ev));
     if (!ev)
         return ret(cudaErrorMemoryAllocation);
+    atomic_fetch_add(&events_created, 1);
     ev->dev = cur_dev;
     ev->flags = flags;
     *e = (cudaEvent_t)ev;
