@@ -34,6 +34,18 @@ static void decode_prof(struct icx_proc *p, const struct icx_rec *r, size_t size
         memcpy(c->proto, x->proto, 15);
         c->ts = ts;
         c->dur = (int64_t)x->e.dur;
+    } else if (r->type == ICX_REC_NCCL_PPROXY && size >= sizeof(struct icx_rec_nccl_pproxy)) {
+        const struct icx_rec_nccl_pproxy *x = (const void *)r;
+        struct icx_rd_pproxy v = {r->aux,   x->peer,  x->channel,     x->is_send,      x->ops,
+                                  x->steps, x->bytes, x->gpu_wait_ns, x->peer_wait_ns, x->net_ns};
+        for (size_t i = p->npproxies; i-- > 0;) /* cumulative: the later record replaces */
+            if (p->pproxies[i].ctx == v.ctx && p->pproxies[i].peer == v.peer &&
+                p->pproxies[i].channel == v.channel && p->pproxies[i].is_send == v.is_send) {
+                p->pproxies[i] = v;
+                return;
+            }
+        if (!icx_grow((void **)&p->pproxies, &p->cap_pproxies, p->npproxies, sizeof(*p->pproxies)))
+            p->pproxies[p->npproxies++] = v;
     } else if (r->type == ICX_REC_NCCL_PKCH && size >= sizeof(struct icx_rec_nccl_pkch) &&
                !icx_grow((void **)&p->pkchs, &p->cap_pkchs, p->npkchs, sizeof(*p->pkchs))) {
         const struct icx_rec_nccl_pkch *x = (const void *)r;
@@ -48,7 +60,7 @@ void icx_decode_nccl(struct icx_proc *p, const struct icx_rec *r, size_t size,
     int64_t ts = ctx->ts;
     uint32_t tid = ctx->tid;
     if (r->type == ICX_REC_NCCL_PCOMM || r->type == ICX_REC_NCCL_PCOLL ||
-        r->type == ICX_REC_NCCL_PKCH) {
+        r->type == ICX_REC_NCCL_PKCH || r->type == ICX_REC_NCCL_PPROXY) {
         decode_prof(p, r, size, ts);
     } else if (r->type == ICX_REC_NCCL_DUMP) {
         if (size >= ICX_NCCL_DUMP_SIZE_1_2 && r->aux >= 1 && r->aux <= 3)

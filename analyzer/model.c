@@ -253,6 +253,7 @@ void icx_trace_free(struct icx_trace *t)
         free(p->pcomms);
         free(p->pcolls);
         free(p->pkchs);
+        free(p->pproxies);
         for (size_t k = 0; k < p->ndumps; k++)
             free(p->dumps[k].text);
         free(p->dumps);

@@ -210,6 +210,12 @@ struct icx_rd_pcoll {
     int64_t ts, dur; /* ticks while reading */
     double t;        /* monotonic s */
 };
+struct icx_rd_pproxy { /* the last (cumulative) record of its key */
+    uint32_t ctx;
+    int peer;
+    uint8_t channel, is_send;
+    uint64_t ops, steps, bytes, gpu_wait_ns, peer_wait_ns, net_ns;
+};
 struct icx_rd_pkch {
     uint32_t ctx;
     uint8_t channel;
@@ -298,6 +304,8 @@ struct icx_proc {
     size_t npcolls, cap_pcolls;
     struct icx_rd_pkch *pkchs;
     size_t npkchs, cap_pkchs;
+    struct icx_rd_pproxy *pproxies;
+    size_t npproxies, cap_pproxies;
     struct icx_rd_hdump *hdumps; /* hang dumps, in trace order */
     size_t nhdumps, cap_hdumps;
     struct icx_rd_tstate *tstates;

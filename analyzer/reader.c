@@ -71,6 +71,7 @@ static const struct decoder_of decoders[] = {
     {ICX_REC_NCCL_CALL, 1, icx_decode_nccl},
     {ICX_REC_NCCL_DUMP, 0, icx_decode_nccl},
     {ICX_REC_NCCL_PCOMM, 0, icx_decode_nccl},
+    {ICX_REC_NCCL_PPROXY, 0, icx_decode_nccl},
     {ICX_REC_NCCL_PCOLL, 1, icx_decode_nccl},
     {ICX_REC_NCCL_PKCH, 1, icx_decode_nccl},
     {ICX_REC_HANG_DUMP, 0, icx_decode_hang},

@@ -19,6 +19,16 @@ struct np_chan {
     double gpu_s, max_s;
 };
 
+struct np_net { /* what NCCL's proxy moved on one (channel, direction), over the ranks */
+    int channel, is_send;
+    uint64_t ops, steps, bytes, gpu_ns, peer_ns, net_ns;
+};
+
+struct np_host {
+    const char *host;
+    uint64_t tx, rx;
+};
+
 struct np_comm {
     uint64_t comm_id, nccl_comm_id; /* comm_id 0: not joined to an API communicator */
     int nranks, ranks, version, chained;
@@ -27,6 +37,10 @@ struct np_comm {
     size_t nmix;
     struct np_chan *ch;
     size_t nch;
+    struct np_net *net;
+    size_t nnet;
+    struct np_host *hosts;
+    size_t nhosts;
 };
 
 struct icx_nccl_plugin {
@@ -77,6 +91,38 @@ static struct np_chan *chan_of(struct np_comm *c, int channel)
     return &v[c->nch++];
 }
 
+static struct np_net *net_of(struct np_comm *c, int channel, int is_send)
+{
+    for (size_t i = 0; i < c->nnet; i++)
+        if (c->net[i].channel == channel && c->net[i].is_send == is_send)
+            return &c->net[i];
+    struct np_net *v = realloc(c->net, (c->nnet + 1) * sizeof(*v));
+    if (!v)
+        return NULL;
+    c->net = v;
+    v[c->nnet] = (struct np_net){.channel = channel, .is_send = is_send};
+    return &v[c->nnet++];
+}
+
+static struct np_host *host_of(struct np_comm *c, const char *host)
+{
+    for (size_t i = 0; i < c->nhosts; i++)
+        if (!strcmp(c->hosts[i].host, host))
+            return &c->hosts[i];
+    struct np_host *v = realloc(c->hosts, (c->nhosts + 1) * sizeof(*v));
+    if (!v)
+        return NULL;
+    c->hosts = v;
+    v[c->nhosts] = (struct np_host){host, 0, 0};
+    return &v[c->nhosts++];
+}
+
+static int net_cmp(const void *a, const void *b)
+{
+    const struct np_net *x = a, *y = b;
+    return x->channel != y->channel ? x->channel - y->channel : y->is_send - x->is_send;
+}
+
 static int chan_cmp(const void *a, const void *b)
 {
     return ((const struct np_chan *)a)->channel - ((const struct np_chan *)b)->channel;
@@ -103,6 +149,22 @@ static int one_proc(struct icx_nccl_plugin *P, const struct icx_proc *p)
             m->bytes += x->bytes;
             c->colls++;
             c->joined += x->bytes > 0 || (pc->comm && x->count == 0);
+        }
+        for (size_t i = 0; i < p->npproxies; i++) {
+            const struct icx_rd_pproxy *x = &p->pproxies[i];
+            if (x->ctx != pc->ctx)
+                continue;
+            struct np_net *n = net_of(c, x->channel, x->is_send);
+            struct np_host *h = host_of(c, p->host ? p->host : "?");
+            if (!n || !h)
+                return -1;
+            n->ops += x->ops;
+            n->steps += x->steps;
+            n->bytes += x->bytes;
+            n->gpu_ns += x->gpu_wait_ns;
+            n->peer_ns += x->peer_wait_ns;
+            n->net_ns += x->net_ns;
+            *(x->is_send ? &h->tx : &h->rx) += x->bytes;
         }
         for (size_t i = 0; i < p->npkchs; i++) {
             const struct icx_rd_pkch *x = &p->pkchs[i];
@@ -135,6 +197,9 @@ static int plugin_compute(struct icx_analysis *A)
     for (size_t i = 0; i < P->n; i++)
         if (P->c[i].nch > 1)
             qsort(P->c[i].ch, P->c[i].nch, sizeof(*P->c[i].ch), chan_cmp);
+    for (size_t i = 0; i < P->n; i++)
+        if (P->c[i].nnet > 1)
+            qsort(P->c[i].net, P->c[i].nnet, sizeof(*P->c[i].net), net_cmp);
     return 0;
 }
 
@@ -194,6 +259,26 @@ static void plugin_print(FILE *out, const struct icx_analysis *A)
         fprintf(out, "  %-16s %2d/%-2d v%d %8llu %8llu  %-40s %s%s\n", id, c->ranks, c->nranks,
                 c->version, (unsigned long long)c->colls, (unsigned long long)c->kernels, mix, slow,
                 c->comm_id ? "" : " (not joined to the API's)");
+        uint64_t tx = 0, rx = 0;
+        double peer = 0, total = 0;
+        const struct np_net *wait = NULL;
+        for (size_t k = 0; k < c->nnet; k++) {
+            const struct np_net *n = &c->net[k];
+            *(n->is_send ? &tx : &rx) += n->bytes;
+            peer += (double)n->peer_ns;
+            total += (double)(n->gpu_ns + n->peer_ns + n->net_ns);
+            if (!n->is_send && (!wait || n->peer_ns > wait->peer_ns))
+                wait = n;
+        }
+        if (c->nnet)
+            fprintf(out,
+                    "  %-16s network (NCCL's proxy): %llu B sent, %llu B received; %.0f%% of "
+                    "the steps' time waiting for the peer%s",
+                    "", (unsigned long long)tx, (unsigned long long)rx,
+                    total > 0 ? 100 * peer / total : 0, wait ? "" : "\n");
+        if (c->nnet && wait)
+            fprintf(out, ", most on channel %d's receives (%.3f s)\n", wait->channel,
+                    (double)wait->peer_ns / 1e9);
     }
 }
 
@@ -243,6 +328,30 @@ static void plugin_json(struct icx_json *j, const struct icx_analysis *A)
             icx_json_end(j);
         }
         icx_json_end(j);
+        icx_json_arr(j, "network");
+        for (size_t k = 0; k < c->nnet; k++) {
+            const struct np_net *n = &c->net[k];
+            icx_json_obj(j, NULL);
+            icx_json_int(j, "channel", n->channel);
+            icx_json_str(j, "direction", n->is_send ? "send" : "receive");
+            icx_json_int(j, "proxy_ops", (long long)n->ops);
+            icx_json_int(j, "steps", (long long)n->steps);
+            icx_json_int(j, "bytes", (long long)n->bytes);
+            icx_json_num(j, "gpu_wait_s", (double)n->gpu_ns / 1e9);
+            icx_json_num(j, "peer_wait_s", (double)n->peer_ns / 1e9);
+            icx_json_num(j, "on_wire_s", (double)n->net_ns / 1e9);
+            icx_json_end(j);
+        }
+        icx_json_end(j);
+        icx_json_arr(j, "network_by_host");
+        for (size_t k = 0; k < c->nhosts; k++) {
+            icx_json_obj(j, NULL);
+            icx_json_str(j, "host", c->hosts[k].host);
+            icx_json_int(j, "tx_bytes", (long long)c->hosts[k].tx);
+            icx_json_int(j, "rx_bytes", (long long)c->hosts[k].rx);
+            icx_json_end(j);
+        }
+        icx_json_end(j);
         icx_json_end(j);
     }
     icx_json_end(j);
@@ -254,6 +363,8 @@ static void plugin_free(struct icx_analysis *A)
     for (size_t i = 0; P && i < P->n; i++) {
         free(P->c[i].mix);
         free(P->c[i].ch);
+        free(P->c[i].net);
+        free(P->c[i].hosts);
     }
     if (P)
         free(P->c);

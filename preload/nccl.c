@@ -463,17 +463,20 @@ static void icx_nccl_tick(struct icx_frame *f, enum icx_tick_kind kind)
 {
     (void)kind;
     icx_nccl_dumps_put(f);
+    icx_nprof_tick(f);
 }
 
-/* Lock order: the communicator table, then the dump queue. */
+/* Lock order: the communicator table, the dump queue, the profiler's proxy table. */
 static void icx_nccl_fork_prepare(void)
 {
     icx_ncomm_fork_prepare();
     icx_nccl_dumps_fork_prepare();
+    icx_nprof_fork_prepare();
 }
 
 static void icx_nccl_fork_parent(void)
 {
+    icx_nprof_fork_parent();
     icx_nccl_dumps_fork_parent();
     icx_ncomm_fork_parent();
 }
@@ -481,6 +484,7 @@ static void icx_nccl_fork_parent(void)
 /* A group the parent had open is not the child's. */
 static void icx_nccl_fork_child(void)
 {
+    icx_nprof_fork_child();
     icx_nccl_dumps_fork_child();
     icx_ncomm_fork_child();
     icx_nccl_groups_fork_child();

@@ -17,6 +17,7 @@
  * pools them: NCCL hands a collective's handle to its kernel channels after the collective's own
  * stop, with no event saying when the last one is done.  A channel is named after its collective
  * when it starts; a channel starting after ICX_NPROF_COLLS later collectives would be misnamed. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,9 +29,10 @@
 #include "tbuf.h"
 
 #define ICX_NPROF_COLLS 8192
-#define ICX_NPROF_MASK (ICX_NPROF_COLL | ICX_NPROF_KERNEL_CH)
+#define ICX_NPROF_MASK                                                                             \
+    (ICX_NPROF_COLL | ICX_NPROF_KERNEL_CH | ICX_NPROF_PROXY_OP | ICX_NPROF_PROXY_STEP)
 
-enum { H_COLL = 1, H_KCH, H_PASS };
+enum { H_COLL = 1, H_KCH, H_PASS, H_OP, H_STEP };
 
 struct icx_nprof_ctx {
     uint32_t id;
@@ -55,6 +57,75 @@ struct icx_nph_kch {
     struct icx_nph h;
     struct icx_rec_nccl_pkch rec;
 };
+
+/* A proxy operation (one peer, one channel, one direction) and its steps: the steps' bytes and
+ * the time they spent in each state, folded into icx_nproxy[] when each stops. */
+struct icx_nph_op {
+    struct icx_nph h;
+    int32_t peer;
+    uint8_t channel, is_send;
+};
+
+enum { W_GPU, W_PEER, W_NET, W_NONE };
+struct icx_nph_step {
+    struct icx_nph h;
+    int32_t peer;
+    uint8_t channel, is_send;
+    int in;           /* W_*: what the step is waiting for now */
+    uint64_t since;   /* ns, when it began to */
+    uint64_t wait[3]; /* ns per W_* */
+    uint64_t bytes;   /* its transSize */
+};
+
+/* Per (context, channel, peer, direction) since the start: written each flush when it moved, so
+ * records are cumulative and the last one of a key is its total (NCCL_PPROXY). */
+#define ICX_NPROXY_SLOTS 4096
+struct icx_nproxy {
+    uint32_t ctx; /* 0: free */
+    int32_t peer;
+    uint8_t channel, is_send, dirty;
+    uint64_t ops, steps, bytes, wait[3];
+};
+static struct icx_nproxy icx_nproxy[ICX_NPROXY_SLOTS];
+static pthread_mutex_t icx_nproxy_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The slot of a key, made when missing (NULL: the table is full; counted). Lock held. */
+static struct icx_nproxy *icx_nproxy_slot(uint32_t ctx, uint8_t channel, int32_t peer,
+                                          uint8_t is_send)
+{
+    uint64_t h = ((uint64_t)ctx * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)channel << 40) ^
+                 ((uint64_t)(uint32_t)peer << 8) ^ is_send;
+    h *= 0xff51afd7ed558ccdull;
+    for (unsigned i = 0; i < ICX_NPROXY_SLOTS; i++) {
+        struct icx_nproxy *e = &icx_nproxy[(h + i) % ICX_NPROXY_SLOTS];
+        if (!e->ctx) {
+            *e = (struct icx_nproxy){ctx, peer, channel, is_send, 0, 0, 0, 0, {0, 0, 0}};
+            return e;
+        }
+        if (e->ctx == ctx && e->channel == channel && e->peer == peer && e->is_send == is_send)
+            return e;
+    }
+    icx_count_lost(ICX_LOST_nccl_proxy_full);
+    return NULL;
+}
+
+static void icx_nproxy_add(uint32_t ctx, uint8_t channel, int32_t peer, uint8_t is_send,
+                           uint64_t ops, const struct icx_nph_step *st)
+{
+    pthread_mutex_lock(&icx_nproxy_lock);
+    struct icx_nproxy *e = icx_nproxy_slot(ctx, channel, peer, is_send);
+    if (e) {
+        e->ops += ops;
+        if (st) {
+            e->steps++;
+            e->bytes += st->bytes;
+            for (int k = 0; k < 3; k++)
+                e->wait[k] += st->wait[k];
+        }
+        e->dirty = 1;
+    }
+    pthread_mutex_unlock(&icx_nproxy_lock);
+}
 
 static struct icx_nph_coll icx_colls[ICX_NPROF_COLLS];
 static _Atomic uint32_t icx_next_coll, icx_next_ctx;
@@ -192,6 +263,31 @@ static ncclResult_t icx_nprof_start(void *context, void **handle, void *descr, u
             return ncclSuccess;
         }
     }
+    if (ours && type == ICX_NPROF_PROXY_OP) {
+        const struct icx_nprof_proxy_op *op = &((icx_nprof_descr_v5_t *)descr)->proxyOp;
+        struct icx_nph_op *h = malloc(sizeof(*h));
+        if (h) { /* the proxyOp member sits at the same place in v4's descriptor */
+            *h =
+                (struct icx_nph_op){{H_OP, c, uh}, op->peer, op->channelId, (uint8_t) !!op->isSend};
+            *handle = h;
+            return ncclSuccess;
+        }
+    }
+    if (ours && type == ICX_NPROF_PROXY_STEP) {
+        const struct icx_nph *p = parent_obj;
+        struct icx_nph_step *h = calloc(1, sizeof(*h));
+        if (h && p && p->kind == H_OP) {
+            const struct icx_nph_op *op = parent_obj;
+            h->h = (struct icx_nph){H_STEP, c, uh};
+            h->peer = op->peer;
+            h->channel = op->channel;
+            h->is_send = op->is_send;
+            h->in = W_NONE;
+            *handle = h;
+            return ncclSuccess;
+        }
+        free(h);
+    }
     if (uh) { /* only the chained plugin wants it: a handle that carries its handle */
         struct icx_nph *h = malloc(sizeof(*h));
         if (h) {
@@ -237,6 +333,16 @@ static ncclResult_t icx_nprof_stop(void *handle)
         k->rec.e.ts = (int64_t)icx_ticks();
         icx_put_rec(&k->rec, sizeof(k->rec));
         free(k);
+    } else if (h->kind == H_OP) {
+        struct icx_nph_op *k = handle;
+        icx_nproxy_add(h->ctx->id, k->channel, k->peer, k->is_send, 1, NULL);
+        free(k);
+    } else if (h->kind == H_STEP) {
+        struct icx_nph_step *k = handle;
+        if (k->in != W_NONE)
+            k->wait[k->in] += icx_mono_ns() - k->since;
+        icx_nproxy_add(h->ctx->id, k->channel, k->peer, k->is_send, 0, k);
+        free(k);
     } else {
         free(h);
     }
@@ -256,6 +362,25 @@ static ncclResult_t icx_nprof_state(void *handle, int state, icx_nprof_state_arg
     }
     if (h->kind == H_KCH && state == ICX_NPROF_KERNEL_CH_STOP && args)
         ((struct icx_nph_kch *)h)->rec.gpu_stop = args->kernelCh.pTimer;
+    if (h->kind == H_STEP) {
+        struct icx_nph_step *k = (struct icx_nph_step *)h;
+        int to = state == ICX_NPROF_SEND_GPU_WAIT || state == ICX_NPROF_RECV_GPU_WAIT ||
+                         state == ICX_NPROF_RECV_FLUSH_WAIT
+                     ? W_GPU
+                 : state == ICX_NPROF_SEND_PEER_WAIT || state == ICX_NPROF_RECV_WAIT ? W_PEER
+                 : state == ICX_NPROF_SEND_WAIT                                      ? W_NET
+                                                                                     : -1;
+        if ((state == ICX_NPROF_SEND_WAIT || state == ICX_NPROF_RECV_FLUSH_WAIT) && args &&
+            args->proxyStep.transSize > k->bytes)
+            k->bytes = args->proxyStep.transSize; /* where NCCL's proxy says how much moved */
+        if (to >= 0) {
+            uint64_t now = icx_mono_ns();
+            if (k->in != W_NONE)
+                k->wait[k->in] += now - k->since;
+            k->in = to;
+            k->since = now;
+        }
+    }
     return ncclSuccess;
 }
 
@@ -310,6 +435,49 @@ ICX_EXPORT const icx_nprof_v5_t ncclProfiler_v5 = {
     "icxtrace", icx_init_v5, icx_start_v5, icx_nprof_stop, icx_nprof_state, icx_nprof_finalize};
 ICX_EXPORT const icx_nprof_v4_t ncclProfiler_v4 = {
     "icxtrace", icx_init_v4, icx_start_v4, icx_nprof_stop, icx_nprof_state, icx_nprof_finalize};
+
+/* ---- the writer: the proxy aggregates that moved ---- */
+
+void icx_nprof_tick(struct icx_frame *f)
+{
+    pthread_mutex_lock(&icx_nproxy_lock);
+    for (unsigned i = 0; i < ICX_NPROXY_SLOTS; i++) {
+        struct icx_nproxy *e = &icx_nproxy[i];
+        if (!e->ctx || !e->dirty)
+            continue;
+        struct icx_rec_nccl_pproxy *r = icx_frame_put(f, ICX_REC_NCCL_PPROXY, e->ctx, sizeof(*r));
+        if (!r)
+            break; /* the frame is full: the rest next flush, still dirty */
+        e->dirty = 0;
+        r->peer = e->peer;
+        r->channel = e->channel;
+        r->is_send = e->is_send;
+        r->ops = e->ops;
+        r->steps = e->steps;
+        r->bytes = e->bytes;
+        r->gpu_wait_ns = e->wait[W_GPU];
+        r->peer_wait_ns = e->wait[W_PEER];
+        r->net_ns = e->wait[W_NET];
+    }
+    pthread_mutex_unlock(&icx_nproxy_lock);
+}
+
+/* fork(): the table's lock; the child's stream starts without the parent's aggregates. */
+void icx_nprof_fork_prepare(void)
+{
+    pthread_mutex_lock(&icx_nproxy_lock);
+}
+
+void icx_nprof_fork_parent(void)
+{
+    pthread_mutex_unlock(&icx_nproxy_lock);
+}
+
+void icx_nprof_fork_child(void)
+{
+    pthread_mutex_init(&icx_nproxy_lock, NULL);
+    memset(icx_nproxy, 0, sizeof(icx_nproxy));
+}
 
 /* ---- how NCCL finds it ---- */
 

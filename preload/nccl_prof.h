@@ -9,4 +9,11 @@ void icx_nprof_setup(void);
  * tracer's table of that version with the user's chained behind it, or NULL to pass. */
 void *icx_nprof_dl_wrap(const char *name, void *handle);
 
+struct icx_frame;
+/* Writer, each flush: the proxy aggregates that moved (NCCL_PPROXY). */
+void icx_nprof_tick(struct icx_frame *f);
+void icx_nprof_fork_prepare(void);
+void icx_nprof_fork_parent(void);
+void icx_nprof_fork_child(void);
+
 #endif

@@ -31,7 +31,14 @@ enum {
 
 /* Event states (recordEventState): the ones used here. */
 enum {
-    ICX_NPROF_KERNEL_CH_STOP = 22, /* ncclProfilerKernelChStop: args->kernelCh.pTimer */
+    ICX_NPROF_SEND_GPU_WAIT = 8,    /* ncclProfilerProxyStepSendGPUWait */
+    ICX_NPROF_SEND_WAIT = 9,        /* ...SendWait: on the wire (args->proxyStep.transSize) */
+    ICX_NPROF_RECV_WAIT = 10,       /* ...RecvWait: waiting for the peer's data */
+    ICX_NPROF_RECV_FLUSH_WAIT = 11, /* ...RecvFlushWait (args->proxyStep.transSize) */
+    ICX_NPROF_RECV_GPU_WAIT = 12,   /* ...RecvGPUWait */
+    ICX_NPROF_OP_IN_PROGRESS = 19,  /* ncclProfilerProxyOpInProgress_v4 */
+    ICX_NPROF_SEND_PEER_WAIT = 20,  /* ncclProfilerProxyStepSendPeerWait_v4 */
+    ICX_NPROF_KERNEL_CH_STOP = 22,  /* ncclProfilerKernelChStop: args->kernelCh.pTimer */
 };
 
 /* NCCL's logger (ncclDebugLogger_t). */
@@ -63,6 +70,19 @@ struct icx_nprof_p2p {
     void *parentGroup; /* v5 and v6 only */
 };
 
+struct icx_nprof_proxy_op {
+    int pid; /* ncclPid_t: of the process that posted it */
+    uint8_t channelId;
+    int peer;
+    int nSteps;
+    int chunkSize;
+    int isSend;
+};
+
+struct icx_nprof_proxy_step {
+    int step;
+};
+
 struct icx_nprof_kernel_ch {
     uint8_t channelId;
     uint64_t pTimer; /* start, GPU globaltimer ns */
@@ -76,6 +96,8 @@ typedef struct {
     union {
         struct icx_nprof_coll coll;
         struct icx_nprof_p2p p2p;
+        struct icx_nprof_proxy_op proxyOp;
+        struct icx_nprof_proxy_step proxyStep;
         struct icx_nprof_kernel_ch kernelCh;
     };
 } icx_nprof_descr_v5_t;
@@ -88,6 +110,8 @@ typedef struct {
     union {
         struct icx_nprof_coll coll;
         struct icx_nprof_p2p p2p;
+        struct icx_nprof_proxy_op proxyOp;
+        struct icx_nprof_proxy_step proxyStep;
         struct icx_nprof_kernel_ch kernelCh;
     };
 } icx_nprof_descr_v4_t;
@@ -141,6 +165,9 @@ _Static_assert(offsetof(struct icx_nprof_coll, parentGroup) == 80, "coll parentG
 _Static_assert(offsetof(struct icx_nprof_p2p, peer) == 32, "p2p peer");
 _Static_assert(offsetof(struct icx_nprof_p2p, nChannels) == 36, "p2p nChannels");
 _Static_assert(offsetof(struct icx_nprof_kernel_ch, pTimer) == 8, "kernelCh pTimer");
+_Static_assert(offsetof(struct icx_nprof_proxy_op, channelId) == 4, "proxyOp channelId");
+_Static_assert(offsetof(struct icx_nprof_proxy_op, peer) == 8, "proxyOp peer");
+_Static_assert(offsetof(struct icx_nprof_proxy_op, isSend) == 20, "proxyOp isSend");
 _Static_assert(sizeof(icx_nprof_state_args_t) == 8, "state args");
 _Static_assert(offsetof(icx_nprof_v5_t, finalize) == 40, "v5 table");
 #endif

@@ -116,13 +116,16 @@
  *    call), count, root, channels, warps, and the function, algorithm and protocol NCCL chose, as
  * NCCL names them (NUL-padded).  NCCL_PKCH (ts = when it stopped) is one kernel channel of such a
  *    collective (its seq): start and stop of the GPU's globaltimer, ns of the GPU's own clock
- * (durations only; stop 0: NCCL gave none).
+ * (durations only; stop 0: NCCL gave none).  NCCL_PPROXY (aux = context id) is what NCCL's proxy
+ *    moved over the network on one (channel, peer, direction) since the start, cumulative (the
+ * last record of a key is its total): proxy operations, steps, bytes (the steps' transSize), and
+ *    the time the steps spent waiting for the GPU, for the peer, and on the wire.
  *
  * Version history: 1.0; 1.1 adds records 15-22 and 35-37, the DEVICE field local_cpus, and the
  *    event flag ICX_EVF_D2H (readers of 1.0 skip all of them by size); 1.2 adds 23-26 and 38-44;
  *    1.3 adds NCCL_CALL gpu_id (record 88 bytes; 80 in 1.2), NCCL_DUMP comm_id (32; 24 in 1.2)
  *    and GPU_SPAN flags; 1.4 adds read_end_ns to NVLINK_COUNTERS (48 bytes; 40 before) and
- *    IB_COUNTERS (56; 48 before); 1.5 adds 27-29 (hang dumps); 1.6 adds 30, 45, 46 (NCCL's
+ *    IB_COUNTERS (56; 48 before); 1.5 adds 27-29 (hang dumps); 1.6 adds 30, 31, 45, 46 (NCCL's
  *    profiler events). */
 #ifndef ICX_TRACE_FORMAT_H
 #define ICX_TRACE_FORMAT_H
@@ -627,6 +630,19 @@ struct icx_rec_nccl_pcomm { /* META, aux = context id */
     uint32_t pad2;
 };
 _Static_assert(sizeof(struct icx_rec_nccl_pcomm) == 40, "icx_rec_nccl_pcomm");
+
+struct icx_rec_nccl_pproxy { /* META, aux = context id */
+    struct icx_rec h;
+    int32_t peer;    /* the remote rank in the communicator */
+    uint8_t channel; /* NCCL's channel */
+    uint8_t is_send; /* 1 sent, 0 received */
+    uint8_t pad[2];
+    uint64_t ops, steps, bytes;
+    uint64_t gpu_wait_ns; /* the steps waiting for the GPU (send: data; receive: flush, consumer) */
+    uint64_t peer_wait_ns; /* waiting for the peer (send: its buffer; receive: its data) */
+    uint64_t net_ns;       /* sends on the wire, until their completion */
+};
+_Static_assert(sizeof(struct icx_rec_nccl_pproxy) == 64, "icx_rec_nccl_pproxy");
 
 struct icx_rec_nccl_pcoll { /* EVENT, api = ncclProfiler */
     struct icx_rec_event e;

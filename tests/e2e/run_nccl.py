@@ -211,7 +211,9 @@ def test_nccl_profiler_plugin():
     =4: _v4 only).  For each interface version: per communicator, the algorithms and protocols of
     the collectives NCCL launched equal the simulated NCCL's own record of its choices, exactly
     (collectives and kernel channels per choice, summed over the ranks); every rank seen; every
-    collective joined to its API call, the bytes per choice adding up to the API's.  With
+    collective joined to its API call, the bytes per choice adding up to the API's; what NCCL's
+    proxy reports it moved over the network equals, per host, the verbs-traced bytes and the NICs'
+    counters, exactly.  With
     ICX_NCCL_PROFILER=0: no plugin events, and calls and bytes per communicator and op as with it."""
     api = {}
     for version, extra in ((5, {}), (4, {"ICXSIM_NCCL_PROFILER_MAX": 4}),
@@ -250,6 +252,29 @@ def test_nccl_profiler_plugin():
                       "v%d %s: kernel channels %d, NCCL's %d: %s" % (
                           version, c["comm_id"], p["kernel_channels"],
                           sum(v[1] for v in want.values()), p["channels"]))
+            if version == 5:
+                # What NCCL's proxy says it moved over the network, per host, is exactly what the
+                # verbs hooks saw posted through the host's NICs, and what the NICs' own counters
+                # counted (collectives' ring shares and the cross-node send/recv alike).
+                verbs, ctr, plug = {}, {}, {}
+                for n in doc["verbs"]["nics"]:
+                    v = verbs.setdefault(n["host"], [0, 0])
+                    v[0] += n["tx_bytes"]
+                    v[1] += n["rx_bytes"]
+                    ctr[n["host"]] = ctr.get(n["host"], 0) + (n["counter_tx_bytes"] or 0)
+                for p in doc["nccl_plugin"]:
+                    for h in p["network_by_host"]:
+                        v = plug.setdefault(h["host"], [0, 0])
+                        v[0] += h["tx_bytes"]
+                        v[1] += h["rx_bytes"]
+                check(len(plug) == 2 and all(v[0] > 0 for v in plug.values()) and plug == verbs and
+                      {h: v[0] for h, v in plug.items()} == ctr,
+                      "network bytes per host (tx, rx): NCCL's proxy %s, verbs %s, NIC counters "
+                      "(tx) %s" % (plug, verbs, ctr))
+                net = [n for p in doc["nccl_plugin"] for n in p["network"]]
+                check(all(n["steps"] == n["proxy_ops"] > 0 for n in net) and
+                      {n["direction"] for n in net} == {"send", "receive"},
+                      "proxy aggregates %s" % net)
     check(api[0] == api[5] == api[4] == api[6], "API results differ with the plugin: %s" % api)
 
 

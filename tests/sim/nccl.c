@@ -294,10 +294,20 @@ static ncclResult_t run_coll(const struct op *o)
     ncclResult_t rc = ncclSuccess;
     /* What the ring sends across nodes goes over the network: this rank's share of the bus bytes
      * (one channel of the ring's) to the next node, and the same from the previous one. */
-    if (!o->bootstrap && c->ib.on && c->ib.send_to >= 0)
-        rc = sim_ib_send(c, c->ib.send_to, bus_bytes(o->coll, R, b) / (uint64_t)c->ib.channels);
-    if (rc == ncclSuccess && !o->bootstrap && c->ib.on && c->ib.recv_from >= 0)
+    int nch = c->ib.channels > 0 ? c->ib.channels : 1;
+    uint64_t share = bus_bytes(o->coll, R, b) / (uint64_t)nch;
+    int channel = c->rank % nch; /* its ring: the one leaving through its NIC */
+    struct sim_nprof_xfer x;
+    if (!o->bootstrap && c->ib.on && c->ib.send_to >= 0) {
+        sim_nprof_proxy_begin(c, o->prof, channel, c->ib.send_to, 1, share, &x);
+        rc = sim_ib_send(c, c->ib.send_to, share);
+        sim_nprof_proxy_end(c, &x, 1, share);
+    }
+    if (rc == ncclSuccess && !o->bootstrap && c->ib.on && c->ib.recv_from >= 0) {
+        sim_nprof_proxy_begin(c, o->prof, channel, c->ib.recv_from, 0, share, &x);
         rc = sim_ib_wait(c, c->ib.recv_from);
+        sim_nprof_proxy_end(c, &x, 0, share);
+    }
     char *out = o->rb;
     switch (rc == ncclSuccess ? o->coll : -1) {
     case C_ALLREDUCE:
@@ -357,8 +367,14 @@ static ncclResult_t run_send(const struct op *o)
     memcpy(mbox(c, c->rank, o->root), o->sb, b);
     x->bytes = b;
     atomic_fetch_add(&x->sent, 1);
-    if (c->ib.on && c->s->node[o->root] != c->s->node[c->rank]) /* the bytes, over the network */
-        return sim_ib_send(c, o->root, b);
+    if (c->ib.on && c->s->node[o->root] != c->s->node[c->rank]) { /* over the network */
+        struct sim_nprof_xfer px; /* NCCL's proxy reports it (no p2p event is modelled) */
+        int ch = c->ib.channels > 0 ? c->rank % c->ib.channels : 0;
+        sim_nprof_proxy_begin(c, NULL, ch, o->root, 1, b, &px);
+        ncclResult_t rc = sim_ib_send(c, o->root, b);
+        sim_nprof_proxy_end(c, &px, 1, b);
+        return rc;
+    }
     topo_once();
     int a = c->dev, d = c->s->dev[o->root];
     if (c->s->node[o->root] == c->s->node[c->rank] && a != d && nvl_counters) /* over NVLink */
@@ -383,7 +399,14 @@ static ncclResult_t run_recv(const struct op *o)
     if (x->bytes != b)
         return ncclInvalidUsage;
     int cross = c->s->node[o->root] != c->s->node[c->rank];
-    ncclResult_t rc = c->ib.on && cross ? sim_ib_wait(c, o->root) : ncclSuccess;
+    ncclResult_t rc = ncclSuccess;
+    if (c->ib.on && cross) {
+        struct sim_nprof_xfer px;
+        int ch = c->ib.channels > 0 ? c->rank % c->ib.channels : 0;
+        sim_nprof_proxy_begin(c, NULL, ch, o->root, 0, b, &px);
+        rc = sim_ib_wait(c, o->root);
+        sim_nprof_proxy_end(c, &px, 0, b);
+    }
     memcpy(o->rb, mbox(c, o->root, c->rank), b);
     atomic_fetch_add(&x->taken, 1);
     wait_until(start + model_ns(c, -1, b, cross));

@@ -220,3 +220,59 @@ void sim_nprof_kernel(ncclComm_t c, void *coll, int channels, uint64_t start_ns,
             prof_stop(h, ICX_NPROF_KERNEL_CH_STOP, &a);
     }
 }
+
+/* ---- the proxy's network transfers ---- */
+
+static void prof_record(void *h, int state, icx_nprof_state_args_t *a)
+{
+    if (prof5)
+        prof5->recordEventState(h, state, a);
+    else
+        prof4->recordEventState(h, state, a);
+}
+
+struct sim_nprof_xfer *sim_nprof_proxy_begin(ncclComm_t c, void *coll, int channel, int peer,
+                                             int is_send, uint64_t bytes, struct sim_nprof_xfer *x)
+{
+    x->op = x->step = NULL;
+    if (!(c->prof_mask & ICX_NPROF_PROXY_OP))
+        return x;
+    icx_nprof_descr_v5_t e = {.type = ICX_NPROF_PROXY_OP, .parentObj = coll, .rank = c->rank};
+    e.proxyOp =
+        (struct icx_nprof_proxy_op){(int)getpid(), (uint8_t)channel, peer, 1, (int)bytes, is_send};
+    x->op = prof_start(c, &e);
+    if (!x->op)
+        return x;
+    prof_record(x->op, ICX_NPROF_OP_IN_PROGRESS, NULL);
+    if (!(c->prof_mask & ICX_NPROF_PROXY_STEP))
+        return x;
+    icx_nprof_descr_v5_t s = {.type = ICX_NPROF_PROXY_STEP, .parentObj = x->op, .rank = c->rank};
+    s.proxyStep.step = 0;
+    x->step = prof_start(c, &s);
+    if (!x->step)
+        return x;
+    icx_nprof_state_args_t a = {.proxyStep = {(size_t)bytes}};
+    if (is_send) { /* the data is ready at once, the receiver's buffer too: on the wire */
+        prof_record(x->step, ICX_NPROF_SEND_GPU_WAIT, NULL);
+        prof_record(x->step, ICX_NPROF_SEND_PEER_WAIT, NULL);
+        prof_record(x->step, ICX_NPROF_SEND_WAIT, &a);
+    } else { /* waiting for the peer's data */
+        prof_record(x->step, ICX_NPROF_RECV_WAIT, NULL);
+    }
+    return x;
+}
+
+void sim_nprof_proxy_end(ncclComm_t c, struct sim_nprof_xfer *x, int is_send, uint64_t bytes)
+{
+    (void)c;
+    if (x->step) {
+        if (!is_send) {
+            icx_nprof_state_args_t a = {.proxyStep = {(size_t)bytes}};
+            prof_record(x->step, ICX_NPROF_RECV_FLUSH_WAIT, &a);
+            prof_record(x->step, ICX_NPROF_RECV_GPU_WAIT, NULL);
+        }
+        prof_stop(x->step, 0, NULL);
+    }
+    if (x->op)
+        prof_stop(x->op, 0, NULL);
+}

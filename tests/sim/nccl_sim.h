@@ -111,6 +111,16 @@ void sim_nprof_choose(int coll, uint64_t bytes, int nranks, int local,
 /* A collective launched: its event (started and stopped), the handle for its children, or NULL. */
 void *sim_nprof_coll(ncclComm_t c, uint64_t seq, int coll, const void *sb, void *rb, size_t count,
                      ncclDataType_t dt, int root, const struct sim_nprof_choice *ch);
+/* A network transfer of collective `coll` (NULL: a send or receive) on `channel` to or from `peer`,
+ * as NCCL's proxy reports it: a proxy operation with one step, through its states (send: GPU wait,
+ * peer wait, then on the wire until the completion; receive: waiting for the peer's data, flush,
+ * GPU). */
+struct sim_nprof_xfer {
+    void *op, *step;
+};
+struct sim_nprof_xfer *sim_nprof_proxy_begin(ncclComm_t c, void *coll, int channel, int peer,
+                                             int is_send, uint64_t bytes, struct sim_nprof_xfer *x);
+void sim_nprof_proxy_end(ncclComm_t c, struct sim_nprof_xfer *x, int is_send, uint64_t bytes);
 /* Its work ran from start_ns to end_ns (CLOCK_MONOTONIC): one kernel-channel event per channel. */
 void sim_nprof_kernel(ncclComm_t c, void *coll, int channels, uint64_t start_ns, uint64_t end_ns);
 
