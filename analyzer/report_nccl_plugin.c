@@ -19,8 +19,9 @@ struct np_chan {
     double gpu_s, max_s;
 };
 
-struct np_net { /* what NCCL's proxy moved on one (channel, direction), over the ranks */
+struct np_net { /* what NCCL's proxy moved on one (channel, direction) of a host's NIC */
     int channel, is_send;
+    const char *host, *nic; /* nic: the NIC its processes opened ("": several or none) */
     uint64_t ops, steps, bytes, gpu_ns, peer_ns, net_ns;
 };
 
@@ -91,16 +92,18 @@ static struct np_chan *chan_of(struct np_comm *c, int channel)
     return &v[c->nch++];
 }
 
-static struct np_net *net_of(struct np_comm *c, int channel, int is_send)
+static struct np_net *net_of(struct np_comm *c, int channel, int is_send, const char *host,
+                             const char *nic)
 {
     for (size_t i = 0; i < c->nnet; i++)
-        if (c->net[i].channel == channel && c->net[i].is_send == is_send)
+        if (c->net[i].channel == channel && c->net[i].is_send == is_send &&
+            !strcmp(c->net[i].host, host) && !strcmp(c->net[i].nic, nic))
             return &c->net[i];
     struct np_net *v = realloc(c->net, (c->nnet + 1) * sizeof(*v));
     if (!v)
         return NULL;
     c->net = v;
-    v[c->nnet] = (struct np_net){.channel = channel, .is_send = is_send};
+    v[c->nnet] = (struct np_net){.channel = channel, .is_send = is_send, .host = host, .nic = nic};
     return &v[c->nnet++];
 }
 
@@ -120,7 +123,11 @@ static struct np_host *host_of(struct np_comm *c, const char *host)
 static int net_cmp(const void *a, const void *b)
 {
     const struct np_net *x = a, *y = b;
-    return x->channel != y->channel ? x->channel - y->channel : y->is_send - x->is_send;
+    int h = strcmp(x->host, y->host), n = strcmp(x->nic, y->nic);
+    return x->channel != y->channel   ? x->channel - y->channel
+           : x->is_send != y->is_send ? y->is_send - x->is_send
+           : h                        ? h
+                                      : n;
 }
 
 static int chan_cmp(const void *a, const void *b)
@@ -128,8 +135,22 @@ static int chan_cmp(const void *a, const void *b)
     return ((const struct np_chan *)a)->channel - ((const struct np_chan *)b)->channel;
 }
 
+/* The one NIC process p opened for verbs, or "" (none, or several). */
+static const char *proc_nic(const struct icx_proc *p)
+{
+    const char *nic = "";
+    for (size_t i = 0; i < ICX_RD_MAX_VCTX; i++)
+        if (p->vctx[i].present) {
+            if (nic[0] && strcmp(nic, p->vctx[i].name))
+                return "";
+            nic = p->vctx[i].name;
+        }
+    return nic;
+}
+
 static int one_proc(struct icx_nccl_plugin *P, const struct icx_proc *p)
 {
+    const char *host = p->host ? p->host : "?", *nic = proc_nic(p);
     for (size_t k = 0; k < p->npcomms; k++) {
         const struct icx_rd_pcomm *pc = &p->pcomms[k];
         struct np_comm *c = comm_of(P, pc);
@@ -154,8 +175,8 @@ static int one_proc(struct icx_nccl_plugin *P, const struct icx_proc *p)
             const struct icx_rd_pproxy *x = &p->pproxies[i];
             if (x->ctx != pc->ctx)
                 continue;
-            struct np_net *n = net_of(c, x->channel, x->is_send);
-            struct np_host *h = host_of(c, p->host ? p->host : "?");
+            struct np_net *n = net_of(c, x->channel, x->is_send, host, nic);
+            struct np_host *h = host_of(c, host);
             if (!n || !h)
                 return -1;
             n->ops += x->ops;
@@ -277,8 +298,8 @@ static void plugin_print(FILE *out, const struct icx_analysis *A)
                     "", (unsigned long long)tx, (unsigned long long)rx,
                     total > 0 ? 100 * peer / total : 0, wait ? "" : "\n");
         if (c->nnet && wait)
-            fprintf(out, ", most on channel %d's receives (%.3f s)\n", wait->channel,
-                    (double)wait->peer_ns / 1e9);
+            fprintf(out, ", most on channel %d's receives on %s%s%s (%.3f s)\n", wait->channel,
+                    wait->host, wait->nic[0] ? " " : "", wait->nic, (double)wait->peer_ns / 1e9);
     }
 }
 
@@ -334,6 +355,11 @@ static void plugin_json(struct icx_json *j, const struct icx_analysis *A)
             icx_json_obj(j, NULL);
             icx_json_int(j, "channel", n->channel);
             icx_json_str(j, "direction", n->is_send ? "send" : "receive");
+            icx_json_str(j, "host", n->host);
+            if (n->nic[0])
+                icx_json_str(j, "nic", n->nic);
+            else
+                icx_json_null(j, "nic");
             icx_json_int(j, "proxy_ops", (long long)n->ops);
             icx_json_int(j, "steps", (long long)n->steps);
             icx_json_int(j, "bytes", (long long)n->bytes);

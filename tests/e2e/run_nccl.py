@@ -1031,6 +1031,19 @@ def test_nccl_slow_link():
         f = doc["findings"]
         check(len(f) == 1 and f[0]["kind"] == "nic_degraded" and f[0]["host"] == "simnode1" and
               "mlx5_3" in f[0]["evidence"], "findings %s" % f)
+        # NCCL's own view (its proxy's steps): the channel leaving node 1 through mlx5_3 spends
+        # the most time on the wire, and its receiver on node 0 the most waiting for the peer --
+        # each at least twice any other channel's of the world communicator.
+        world = max(doc["nccl_plugin"], key=lambda p: p["nranks"])
+        net = world["network"]
+        def top(key, direction):
+            v = sorted(((n[key], n["host"], n["nic"], n["channel"]) for n in net
+                        if n["direction"] == direction), reverse=True)
+            check(len(v) == 16 and v[0][0] >= 2 * v[1][0], "%s %s: %s" % (direction, key, v))
+            return v[0][1:]
+        sender, receiver = top("on_wire_s", "send"), top("peer_wait_s", "receive")
+        check(sender[:2] == ("simnode1", "mlx5_3") and receiver[0] == "simnode0" and
+              receiver[2] == sender[2], "slowest send %s, longest peer wait %s" % (sender, receiver))
 
 
 def test_nccl_debug_transport_lines():

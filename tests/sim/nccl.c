@@ -12,7 +12,9 @@
  *
  * Timing: the link model of $ICXSIM_TOPOLOGY.  A collective takes latency + bus bytes / link rate
  * from the moment the last rank arrived (the ring's slowest link: NVLink within a node, across
- * nodes one NIC per channel, from the `nic` lines), with nccl-tests' bus-bandwidth factors.  As in
+ * nodes one NIC per channel, from the `nic` lines), with nccl-tests' bus-bandwidth factors.  A
+ * rank's network share is on the wire for share / its NIC's rate from that moment (its proxy
+ * steps stay open so long, the receiver's too: a slow NIC keeps its channel waiting).  As in
  * real NCCL a call only enqueues its work on the caller's stream (cudaLaunchHostFunc of the
  * simulated libcudart) and returns; the stream's worker does it, so events recorded around a call
  * time it and cudaStreamSynchronize waits for it.  A group runs as one unit on the stream of its
@@ -222,20 +224,37 @@ static void nvlink_ring(ncclComm_t c, uint64_t bus)
 /* The slowest NIC's rate, bytes/s (0: none).  A NIC named in $ICXSIM_SLOW_NICS (the launcher's
  * --slow-nic: its port trained at 1x instead of 4x) runs at a quarter of its rate; the ring's
  * channel through it then holds up the whole collective on every node (the end barrier). */
+static double one_nic_rate(int i)
+{
+    const char *slow = getenv("ICXSIM_SLOW_NICS");
+    double r = topo.nic[i].rate_gbps * 1e9 / 8;
+    const char *m = slow ? strstr(slow, topo.nic[i].name) : NULL;
+    size_t len = strlen(topo.nic[i].name);
+    if (m && (m == slow || m[-1] == ',') && (m[len] == 0 || m[len] == ','))
+        r /= 4;
+    return r;
+}
+
 static double nic_rate(void)
 {
     double nic = 0;
-    const char *slow = getenv("ICXSIM_SLOW_NICS");
     for (int i = 0; i < topo.nnics; i++) {
-        double r = topo.nic[i].rate_gbps * 1e9 / 8;
-        const char *m = slow ? strstr(slow, topo.nic[i].name) : NULL;
-        size_t len = strlen(topo.nic[i].name);
-        if (m && (m == slow || m[-1] == ',') && (m[len] == 0 || m[len] == ','))
-            r /= 4;
+        double r = one_nic_rate(i);
         if (r > 0 && (nic == 0 || r < nic))
             nic = r;
     }
     return nic;
+}
+
+/* The rate of the NIC this rank's communicator opened, bytes/s (0: unknown). */
+static double my_nic_rate(ncclComm_t c)
+{
+    topo_once();
+    const char *name = c->ib.ctx && c->ib.ctx->device ? c->ib.ctx->device->name : "";
+    for (int i = 0; i < topo.nnics; i++)
+        if (!strcmp(topo.nic[i].name, name))
+            return one_nic_rate(i);
+    return 0;
 }
 
 /* Link-model duration (ns) of a collective (coll >= 0) or of a send (coll < 0; cross: between
@@ -261,6 +280,14 @@ static void wait_until(uint64_t t)
     struct timespec ts = {(time_t)(t / 1000000000ull), (long)(t % 1000000000ull)};
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
         ;
+}
+
+/* When `bytes` sent at `start` at `rate` (bytes/s) are through, no later than the collective's
+ * modelled end. */
+static uint64_t wire_end(uint64_t start, uint64_t bytes, double rate, uint64_t end)
+{
+    uint64_t t = start + (uint64_t)((double)bytes / rate * 1e9);
+    return t < end ? t : end;
 }
 
 static ncclResult_t run_coll(const struct op *o)
@@ -296,17 +323,29 @@ static ncclResult_t run_coll(const struct op *o)
      * (one channel of the ring's) to the next node, and the same from the previous one. */
     int nch = c->ib.channels > 0 ? c->ib.channels : 1;
     uint64_t share = bus_bytes(o->coll, R, b) / (uint64_t)nch;
-    int channel = c->rank % nch; /* its ring: the one leaving through its NIC */
-    struct sim_nprof_xfer x;
-    if (!o->bootstrap && c->ib.on && c->ib.send_to >= 0) {
-        sim_nprof_proxy_begin(c, o->prof, channel, c->ib.send_to, 1, share, &x);
+    int channel = c->rank % nch; /* its ring: the one leaving through its NIC; it receives on
+                                  * the previous rank's */
+    /* NCCL's proxy steps for them: open while the data is on the wire -- the share over the
+     * sending rank's NIC from the release on (a slow NIC keeps its channel's receiver waiting) --
+     * and while the kernel computes. */
+    struct sim_nprof_xfer tx = {0}, rx = {0};
+    int sending = !o->bootstrap && c->ib.on && c->ib.send_to >= 0;
+    int receiving = !o->bootstrap && c->ib.on && c->ib.recv_from >= 0;
+    uint64_t end = start + model_ns(c, o->coll, b, 0), t_tx = 0, t_rx = 0;
+    if (sending) {
+        double r = c->s->nic_Bps[c->rank];
+        t_tx = r > 0 ? wire_end(start, share, r, end) : 0;
+        atomic_store(&c->s->wire_end_ns[c->rank], t_tx); /* before the post its receiver awaits */
+        sim_nprof_proxy_begin(c, o->prof, channel, c->ib.send_to, 1, share, &tx);
         rc = sim_ib_send(c, c->ib.send_to, share);
-        sim_nprof_proxy_end(c, &x, 1, share);
     }
-    if (rc == ncclSuccess && !o->bootstrap && c->ib.on && c->ib.recv_from >= 0) {
-        sim_nprof_proxy_begin(c, o->prof, channel, c->ib.recv_from, 0, share, &x);
-        rc = sim_ib_wait(c, c->ib.recv_from);
-        sim_nprof_proxy_end(c, &x, 0, share);
+    if (receiving) {
+        sim_nprof_proxy_begin(c, o->prof, c->ib.recv_from % nch, c->ib.recv_from, 0, share, &rx);
+        if (rc == ncclSuccess)
+            rc = sim_ib_wait(c, c->ib.recv_from);
+        /* the sender's, stored before it posted this message (its next waits for the
+         * closing barrier) */
+        t_rx = rc == ncclSuccess ? atomic_load(&c->s->wire_end_ns[c->ib.recv_from]) : 0;
     }
     char *out = o->rb;
     switch (rc == ncclSuccess ? o->coll : -1) {
@@ -344,7 +383,21 @@ static ncclResult_t run_coll(const struct op *o)
     }
     if (rc == ncclSuccess && !o->bootstrap)
         nvlink_ring(c, bus_bytes(o->coll, R, b));
-    wait_until(start + model_ns(c, o->coll, b, 0));
+    /* each step stops when its data is through, the earlier first */
+    int rx_first = receiving && (!sending || t_rx <= t_tx);
+    if (rx_first) {
+        wait_until(t_rx);
+        sim_nprof_proxy_end(c, &rx, 0, share);
+    }
+    if (sending) {
+        wait_until(t_tx);
+        sim_nprof_proxy_end(c, &tx, 1, share);
+    }
+    if (receiving && !rx_first) {
+        wait_until(t_rx);
+        sim_nprof_proxy_end(c, &rx, 0, share);
+    }
+    wait_until(end);
     sim_nprof_kernel(c, o->prof, o->prof_channels, start, start + model_ns(c, o->coll, b, 0));
     if (sim_barrier(c)) /* nobody refills a slot before everyone has read it */
         return ncclInternalError;
@@ -401,8 +454,8 @@ static ncclResult_t run_recv(const struct op *o)
     int cross = c->s->node[o->root] != c->s->node[c->rank];
     ncclResult_t rc = ncclSuccess;
     if (c->ib.on && cross) {
-        struct sim_nprof_xfer px;
-        int ch = c->ib.channels > 0 ? c->rank % c->ib.channels : 0;
+        struct sim_nprof_xfer px; /* on the sender's channel */
+        int ch = c->ib.channels > 0 ? o->root % c->ib.channels : 0;
         sim_nprof_proxy_begin(c, NULL, ch, o->root, 0, b, &px);
         rc = sim_ib_wait(c, o->root);
         sim_nprof_proxy_end(c, &px, 0, b);
@@ -704,6 +757,7 @@ static ncclResult_t comm_join(struct ncclComm *c, int nranks, uint64_t id, int r
     for (int r = 1; r < nranks; r++)
         c->nodes += c->s->node[r] != c->s->node[r - 1];
     sim_ib_setup(c);
+    c->s->nic_Bps[rank] = my_nic_rate(c);
     write_dumps(c);
     debug_lines(c);
     sim_nprof_comm_init(c);

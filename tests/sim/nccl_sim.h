@@ -40,7 +40,9 @@ struct shm {
         _Atomic uint64_t sent, taken; /* messages put / consumed, src -> dst */
         uint64_t bytes;
     } box[MAXR][MAXR];
-    int ib_ok[MAXR];       /* 1: the rank can reach the others' nodes */
+    int ib_ok[MAXR];      /* 1: the rank can reach the others' nodes */
+    double nic_Bps[MAXR]; /* the rate of the NIC each rank opened, bytes/s (0: none) */
+    _Atomic uint64_t wire_end_ns[MAXR]; /* when each rank's current network share is through */
     uint64_t sig[MAXR][2]; /* each rank's current collective: op, type, redop, root; count */
     struct {
         struct ib_end tx, rx;
