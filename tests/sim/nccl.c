@@ -221,9 +221,8 @@ static void nvlink_ring(ncclComm_t c, uint64_t bus)
     sim_counters_add(nvl_counters, a, b, sim_topo_lanes(&topo, a, b), bus / (uint64_t)nl * edges);
 }
 
-/* The slowest NIC's rate, bytes/s (0: none).  A NIC named in $ICXSIM_SLOW_NICS (the launcher's
- * --slow-nic: its port trained at 1x instead of 4x) runs at a quarter of its rate; the ring's
- * channel through it then holds up the whole collective on every node (the end barrier). */
+/* NIC i's rate, bytes/s.  A NIC named in $ICXSIM_SLOW_NICS (the launcher's --slow-nic: its port
+ * trained at 1x instead of 4x) runs at a quarter of its rate. */
 static double one_nic_rate(int i)
 {
     const char *slow = getenv("ICXSIM_SLOW_NICS");
@@ -235,6 +234,8 @@ static double one_nic_rate(int i)
     return r;
 }
 
+/* The slowest NIC's rate, bytes/s (0: none): the ring's channel through it holds up the whole
+ * collective on every node (the end barrier). */
 static double nic_rate(void)
 {
     double nic = 0;
@@ -398,7 +399,7 @@ static ncclResult_t run_coll(const struct op *o)
         sim_nprof_proxy_end(c, &rx, 0, share);
     }
     wait_until(end);
-    sim_nprof_kernel(c, o->prof, o->prof_channels, start, start + model_ns(c, o->coll, b, 0));
+    sim_nprof_kernel(c, o->prof, o->prof_channels, start, end);
     if (sim_barrier(c)) /* nobody refills a slot before everyone has read it */
         return ncclInternalError;
     return rc;
